@@ -1,0 +1,63 @@
+"""shuffledp.accountant: tight, labelled (eps, delta) for shuffled k-randomized response.
+
+Typical use::
+
+    from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
+    mech = ShuffledKRR(n=10_000, k=15, eps0=4.0)
+    Tight().delta(mech, eps=1.0)          # DeltaResult with delta_lower <= truth <= delta_upper
+    eps_for_delta(Tight(), mech, 1e-6)    # EpsResult; .eps is the valid (safe-side) value
+
+See docs/accounting.md for the bounds, what each guarantees, and the numerics.
+"""
+
+from .bounds import (
+    BiswasLiteral,
+    BlanketAnalytic,
+    Bound,
+    BoundKind,
+    Clones,
+    DeltaResult,
+    Erlingsson,
+    KRRClones,
+    OutsideConditionsError,
+    SingleBin,
+    StrongAdversary,
+    WangKRR,
+)
+from .composition import ComposedResult, compose
+from .inversion import EpsResult, calibrate_eps0, eps_for_delta
+from .mechanism import InvalidParameterError, ShuffledKRR
+from .pairs import Bracket, CloneFormPair, WangKRRPair, hockey_stick, hockey_stick_both
+from .registry import BOUND_NAMES, make_bound, needs_nx0
+from .tight import Tight
+
+__all__ = [
+    "BOUND_NAMES",
+    "BiswasLiteral",
+    "BlanketAnalytic",
+    "Bound",
+    "BoundKind",
+    "Bracket",
+    "CloneFormPair",
+    "Clones",
+    "ComposedResult",
+    "DeltaResult",
+    "EpsResult",
+    "Erlingsson",
+    "InvalidParameterError",
+    "KRRClones",
+    "OutsideConditionsError",
+    "ShuffledKRR",
+    "SingleBin",
+    "StrongAdversary",
+    "Tight",
+    "WangKRR",
+    "WangKRRPair",
+    "calibrate_eps0",
+    "compose",
+    "eps_for_delta",
+    "hockey_stick",
+    "hockey_stick_both",
+    "make_bound",
+    "needs_nx0",
+]

@@ -1,0 +1,350 @@
+"""Every delta(eps) bound for shuffled k-RR, each labelled with what it guarantees.
+
+Kinds (see :class:`BoundKind`):
+
+* ``upper``: a valid upper bound on delta for the released histogram, for every dataset. Only
+  these may feed a reported guarantee.
+* ``lower``: at most the true worst-case delta (the exact delta of concrete datasets).
+* ``bracket``: ``tight``, [best lower, best upper].
+* ``dataset-specific``: exact for one setting that depends on the private data; informative only.
+* ``not-a-guarantee``: reproduces a published formula that is wrong; never a guarantee.
+
+Numbers round toward the safe side: an upper bound reports the top of its numerical bracket, a
+lower bound the bottom. A bound used outside the conditions under which it was proved raises
+:class:`OutsideConditionsError` instead of returning a number.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
+from .pairs import Bracket, CloneFormPair, WangKRRPair, single_bin_delta
+
+
+class BoundKind(StrEnum):
+    UPPER = "upper"
+    LOWER = "lower"
+    BRACKET = "bracket"
+    DATASET_SPECIFIC = "dataset-specific"
+    NOT_A_GUARANTEE = "not-a-guarantee"
+
+
+class OutsideConditionsError(ValueError):
+    """A bound was asked for outside the conditions under which it holds."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeltaResult:
+    """delta at eps from one bound. ``delta`` is the headline value on the bound's safe side."""
+
+    bound: str
+    kind: BoundKind
+    eps: float
+    delta: float
+    delta_lower: float
+    delta_upper: float
+    extra: dict[str, float | str] = field(default_factory=dict)
+
+
+class Bound(ABC):
+    """A delta(eps) bound for a :class:`ShuffledKRR` mechanism."""
+
+    name: str
+    kind: BoundKind
+    #: What the number means, one line, shown next to it.
+    guarantee: str
+
+    @abstractmethod
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        """[lower, upper] around the bound's exact value at eps (eps already validated)."""
+
+    def headline(self, bracket: Bracket) -> float:
+        """The side of the bracket that is safe for this kind of bound."""
+        return bracket.lower if self.kind is BoundKind.LOWER else bracket.upper
+
+    def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
+        eps = require_eps(eps)
+        b = self.bracket(mech, eps)
+        return DeltaResult(
+            bound=self.name,
+            kind=self.kind,
+            eps=eps,
+            delta=self.headline(b),
+            delta_lower=b.lower,
+            delta_upper=b.upper,
+        )
+
+    def zero_from(self, mech: ShuffledKRR) -> float:
+        """An eps at and above which this bound is exactly 0 (inf if none is known)."""
+        return mech.eps0
+
+
+# ---------------------------------------------------------------------------------------------
+# Valid upper bounds for the released histogram
+
+
+class CloneFormBound(Bound):
+    """A bound that is the exact divergence of a clone-form dominating pair."""
+
+    @abstractmethod
+    def pair(self, mech: ShuffledKRR) -> CloneFormPair:
+        """The dominating pair for this mechanism."""
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        return self.pair(mech).delta(eps)
+
+
+class StrongAdversary(CloneFormBound):
+    """Strong ("privacy blanket") adversary: Balle, Bell, Gascon, Nissim, "The Privacy Blanket of
+    the Shuffle Model", CRYPTO 2019, evaluated exactly as in Koskela, Heikkila, Honkela,
+    "Tight Differential Privacy Guarantees for the Shuffle Model", 2021.
+
+    Each other user reports a uniform "blanket" value w.p. gamma = k pb, so it lands on x0 and on
+    x1 w.p. pb each; an adversary told everything else sees (N1, N2) ~ Mult(n-1; pb, pb) and u's
+    report: P = (N1 + 1, N2), Q = (N1, N2 + 1). Guarantees: an upper bound on delta of the released
+    histogram, for every dataset. Computed as a clone-form pair with C ~ Bin(n-1, 2 pb), D = 1.
+    """
+
+    name = "strong-adversary"
+    kind = BoundKind.UPPER
+    guarantee = "valid upper bound on delta for the released histogram (every dataset)"
+
+    def pair(self, mech: ShuffledKRR) -> CloneFormPair:
+        return CloneFormPair(n_others=mech.n - 1, clone_prob=2.0 * mech.pb, p=1.0)
+
+    def zero_from(self, mech: ShuffledKRR) -> float:
+        return math.inf  # P puts mass on outcomes Q cannot produce (N2 = 0 after u's report)
+
+
+class Clones(CloneFormBound):
+    """Feldman, McMillan, Talwar, "Hiding Among the Clones", FOCS 2021 (Theorem 3.2, the reduction
+    for any eps0-LDP randomizer), evaluated exactly rather than by their closed form or their
+    numerical bracket: C ~ Bin(n-1, e^-eps0), A ~ Bin(C, 1/2), D ~ Bern(e^eps0 / (e^eps0 + 1));
+    P = (A + D, C - A + 1 - D), Q = (A + 1 - D, C - A + D). Guarantees: an upper bound on delta of
+    the released histogram, for every dataset (it holds for any eps0-LDP randomizer).
+    """
+
+    name = "clones"
+    kind = BoundKind.UPPER
+    guarantee = "valid upper bound on delta for the released histogram (any eps0-LDP randomizer)"
+
+    def pair(self, mech: ShuffledKRR) -> CloneFormPair:
+        p = 1.0 / (1.0 + math.exp(-mech.eps0))
+        return CloneFormPair(n_others=mech.n - 1, clone_prob=math.exp(-mech.eps0), p=p)
+
+
+class KRRClones(CloneFormBound):
+    """The clone reduction specialised to k-RR (argument in docs/accounting.md, "krr-clones").
+
+    Every other user's report is a mixture "x0 w.p. pb, x1 w.p. pb, otherwise a value-dependent
+    rest". An adversary told which users drew x0/x1 this way (C ~ Bin(n-1, 2 pb) of them) and all
+    rest reports sees u's report alone: w.p. (k-2) pb it is a rest value (identical under both
+    datasets), otherwise it adds to the clones' x0/x1 counts with D ~ Bern(pt / (pt + pb)). So
+    delta <= (pt + pb) * H(clone pair with C ~ Bin(n-1, 2 pb), D ~ Bern(pt / (pt + pb))).
+    Guarantees: an upper bound on delta of the released histogram, for every dataset.
+    """
+
+    name = "krr-clones"
+    kind = BoundKind.UPPER
+    guarantee = "valid upper bound on delta for the released histogram (every dataset)"
+
+    def pair(self, mech: ShuffledKRR) -> CloneFormPair:
+        pt, pb = mech.pt, mech.pb
+        scale = min(1.0, pt + pb)
+        return CloneFormPair(
+            n_others=mech.n - 1, clone_prob=2.0 * pb, p=pt / (pt + pb), scale=scale
+        )
+
+
+# ---------------------------------------------------------------------------------------------
+# Lower bounds and informative values
+
+
+class WangKRR(Bound):
+    """Wang et al., "Shuffle Differential Private Data Aggregation for Random Population", VLDB
+    2024: the k-RR case of their variation-ratio bound. Others (N1, N2) ~ Mult(n-1; pb, pb); u adds
+    to N1 w.p. pt (P) or pb (Q), to N2 w.p. pb (P) or pt (Q), else to neither.
+
+    Published as an upper bound, but it FAILS as one: exhaustive enumeration at n=4, k=3,
+    eps0=0.5, eps=0.3 finds a dataset with delta 0.0124612 > 0.0120398 (ACCOUNTING.md section 3).
+    It is the exact delta of the counts (N_x0, N_x1) of the histogram of the dataset in which
+    every other user holds a third value x2: for k = 3 that is the whole histogram's delta, for
+    k >= 4 a post-processing of it (the full histogram also shows which rest value u reported, and
+    its delta is larger, see tests/test_oracle_selfcheck.py). Either way it is at most the true
+    worst case, so for k >= 3 it is a valid LOWER bound, and that is how it is used here.
+    """
+
+    name = "wang-krr"
+    kind = BoundKind.LOWER
+    guarantee = "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x2')"
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        if mech.k < 3:
+            raise OutsideConditionsError(
+                "wang-krr is the exact delta of a dataset where every other user holds a third "
+                f"value, which needs k >= 3, got k={mech.k}; it is not a valid upper bound"
+            )
+        return WangKRRPair(mechanism=mech).delta(eps)
+
+
+@dataclass(frozen=True, slots=True)
+class SingleBinDirections:
+    d01: Bracket
+    d10: Bracket
+
+
+class SingleBin(Bound):
+    """The seed paper's model, computed exactly: Biswas, Jung, Palamidessi, "Tight Differential
+    Privacy Guarantees for the Shuffle Model with k-Randomized Response", eqs. 12-13: the count of
+    x0 alone, B = Bin(nx0, pt) + Bin(n-1-nx0, pb), P0 = B + Bern(pt), P1 = B + Bern(pb).
+
+    This is what Theorem IV.1 meant (its printed closed form is wrong, see ``biswas-literal``).
+    It is NOT a guarantee for the released histogram: the analyzer releases every bin (which
+    reveals more), and nx0 is a property of the private data. It is the exact delta of a
+    post-processing of the histogram for a concrete dataset, so it is a lower bound on the worst
+    case; ``delta`` is the maximum of the two directions.
+    """
+
+    name = "single-bin"
+    kind = BoundKind.DATASET_SPECIFIC
+    guarantee = "exact for the count of x0 alone at this nx0; informative, not a guarantee"
+
+    def __init__(self, nx0: int) -> None:
+        if isinstance(nx0, bool) or not isinstance(nx0, int):
+            raise InvalidParameterError(f"nx0 must be an integer, got {nx0!r}")
+        self.nx0 = nx0
+
+    def directions(self, mech: ShuffledKRR, eps: float) -> SingleBinDirections:
+        if not 0 <= self.nx0 <= mech.n - 1:
+            raise InvalidParameterError(f"nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}")
+        d01, d10 = single_bin_delta(mech, self.nx0, eps)
+        return SingleBinDirections(d01, d10)
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        d = self.directions(mech, eps)
+        return Bracket(max(d.d01.lower, d.d10.lower), max(d.d01.upper, d.d10.upper))
+
+    def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
+        eps = require_eps(eps)
+        d = self.directions(mech, eps)
+        return DeltaResult(
+            bound=self.name,
+            kind=self.kind,
+            eps=eps,
+            delta=max(d.d01.upper, d.d10.upper),
+            delta_lower=max(d.d01.lower, d.d10.lower),
+            delta_upper=max(d.d01.upper, d.d10.upper),
+            extra={"nx0": float(self.nx0), "delta_x0_over_x1": d.d01.upper, "delta_x1_over_x0": d.d10.upper},
+        )
+
+
+class BiswasLiteral(Bound):
+    """The printed Theorem IV.1 of Biswas, Jung, Palamidessi (see biswas_literal.py), kept only to
+    reproduce the published Tables II and IV. NOT a valid guarantee: it is below the exact
+    single-bin value by many orders of magnitude (e.g. 2.48e-15 vs 6.15e-3 at n=100, k=10,
+    eps0=2, nx0=80, eps=0.1). It never feeds a reported guarantee.
+    """
+
+    name = "biswas-literal"
+    kind = BoundKind.NOT_A_GUARANTEE
+    guarantee = "the paper's printed formula; NOT a valid guarantee (reproduces Tables II/IV)"
+
+    def __init__(self, nx0: int) -> None:
+        self.nx0 = nx0
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        from .biswas_literal import biswas_literal_delta  # only this bound needs it
+
+        value = biswas_literal_delta(mech.n, mech.k, mech.eps0, self.nx0, eps)
+        return Bracket(value, value)
+
+    def zero_from(self, mech: ShuffledKRR) -> float:
+        return math.inf
+
+
+# ---------------------------------------------------------------------------------------------
+# Analytic bounds (comparison tables only; refuse outside their conditions)
+
+
+class Erlingsson(Bound):
+    """Erlingsson, Feldman, Mironov, Raghunathan, Talwar, Thakurta, "Amplification by Shuffling",
+    SODA 2019, Corollary 5.3.1: eps = 12 eps0 sqrt(log(1/delta) / n), i.e.
+    delta = exp(-n (eps / (12 eps0))^2). Valid only for eps0 <= 1/2, n >= 1000, delta <= 0.01 and
+    eps <= eps0; outside them it raises instead of returning a number. Guarantees: an upper bound
+    (asymptotic constants; loose).
+    """
+
+    name = "erlingsson"
+    kind = BoundKind.UPPER
+    guarantee = "valid upper bound within eps0<=0.5, n>=1000, delta<=0.01, eps<=eps0"
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        self._check_mechanism(mech)
+        if eps > mech.eps0:
+            raise OutsideConditionsError(f"erlingsson needs eps <= eps0 = {mech.eps0}, got eps={eps}")
+        delta = math.exp(-mech.n * (eps / (12.0 * mech.eps0)) ** 2)
+        if delta > 0.01:
+            raise OutsideConditionsError(
+                f"erlingsson gives delta={delta:.3g} > 0.01 at eps={eps}, outside its conditions"
+            )
+        return Bracket(delta, delta)
+
+    def eps_for(self, mech: ShuffledKRR, delta: float) -> float:
+        self._check_mechanism(mech)
+        if delta > 0.01:
+            raise OutsideConditionsError(f"erlingsson needs delta <= 0.01, got {delta}")
+        eps = 12.0 * mech.eps0 * math.sqrt(math.log(1.0 / delta) / mech.n)
+        if eps > mech.eps0:
+            raise OutsideConditionsError(
+                f"erlingsson gives eps={eps:.4g} > eps0={mech.eps0}, outside its conditions"
+            )
+        return math.nextafter(eps, math.inf)
+
+    @staticmethod
+    def _check_mechanism(mech: ShuffledKRR) -> None:
+        if mech.eps0 > 0.5:
+            raise OutsideConditionsError(f"erlingsson needs eps0 <= 0.5, got eps0={mech.eps0}")
+        if mech.n < 1000:
+            raise OutsideConditionsError(f"erlingsson needs n >= 1000, got n={mech.n}")
+
+
+class BlanketAnalytic(Bound):
+    """Balle, Bell, Gascon, Nissim, "The Privacy Blanket of the Shuffle Model", CRYPTO 2019,
+    Theorem 3.1 (k-RR): eps = sqrt(14 k log(2/delta) / ((n-1) gamma)), gamma = k / (e^eps0 + k - 1),
+    i.e. delta = 2 exp(-(n-1) gamma eps^2 / (14 k)). Valid only for 27 k / ((n-1) gamma) <= eps <= 1;
+    outside that it raises. Guarantees: an upper bound (loose constants).
+    """
+
+    name = "blanket-analytic"
+    kind = BoundKind.UPPER
+    guarantee = "valid upper bound within 27k/((n-1)gamma) <= eps <= 1"
+
+    @staticmethod
+    def _gamma(mech: ShuffledKRR) -> float:
+        return mech.k * mech.pb
+
+    def _check_eps(self, mech: ShuffledKRR, eps: float) -> None:
+        eps_min = 27.0 * mech.k / ((mech.n - 1) * self._gamma(mech))
+        if not eps_min <= eps <= 1.0:
+            raise OutsideConditionsError(
+                f"blanket-analytic needs {eps_min:.4g} <= eps <= 1 (27k/((n-1)gamma) <= eps <= 1), "
+                f"got eps={eps}"
+            )
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        self._check_eps(mech, eps)
+        delta = min(1.0, 2.0 * math.exp(-(mech.n - 1) * self._gamma(mech) * eps**2 / (14.0 * mech.k)))
+        return Bracket(delta, delta)
+
+    def eps_for(self, mech: ShuffledKRR, delta: float) -> float:
+        eps = math.sqrt(14.0 * mech.k * math.log(2.0 / delta) / ((mech.n - 1) * self._gamma(mech)))
+        eps = math.nextafter(eps, math.inf)
+        self._check_eps(mech, eps)
+        return eps
+
+
+UPPER_BOUNDS: tuple[type[CloneFormBound], ...] = (StrongAdversary, Clones, KRRClones)

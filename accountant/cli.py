@@ -1,0 +1,166 @@
+"""`shuffledp account`: (eps, delta) of shuffled k-RR from the command line."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from .bounds import Bound, BoundKind, CloneFormBound, OutsideConditionsError, SingleBin
+from .composition import compose
+from .inversion import eps_for_delta
+from .mechanism import InvalidParameterError, ShuffledKRR
+from .registry import BOUND_NAMES, make_bound, needs_nx0
+from .tight import Tight
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "account",
+        help="privacy guarantee (eps, delta) of shuffled k-RR",
+        description="delta at eps, or eps at delta, for n users applying k-RR(eps0) and a "
+        "shuffle. The default bound, tight, reports the valid guarantee delta_upper and a lower "
+        "bound delta_lower on the true worst case.",
+    )
+    p.add_argument("--n", type=int, required=True, help="number of users (>= 2)")
+    p.add_argument("--k", type=int, required=True, help="number of values (>= 2)")
+    p.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon (> 0)")
+    target = p.add_mutually_exclusive_group(required=True)
+    target.add_argument("--eps", type=float, help="report delta at this eps")
+    target.add_argument("--delta", type=float, help="report eps at this delta")
+    p.add_argument(
+        "--bound",
+        default="tight",
+        choices=[*BOUND_NAMES, "all"],
+        metavar="NAME",
+        help=f"one of {', '.join(BOUND_NAMES)}, or all (default: tight)",
+    )
+    p.add_argument("--nx0", type=int, help="others holding x0 (single-bin, biswas-literal)")
+    p.add_argument("--rounds", type=int, default=1, help="compose over R rounds (default 1)")
+    p.add_argument("--json", action="store_true", help="print one JSON object")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    mech = ShuffledKRR(n=args.n, k=args.k, eps0=args.eps0)
+    if args.rounds != 1 and args.bound == "all":
+        raise InvalidParameterError("--rounds goes with one bound, not --bound all")
+    if args.bound == "all":
+        names = [b for b in BOUND_NAMES if not needs_nx0(b) or args.nx0 is not None]
+        rows = [_row_or_error(make_bound(name, args.nx0), mech, args) for name in names]
+        if args.json:
+            print(json.dumps({"n": mech.n, "k": mech.k, "eps0": mech.eps0, "bounds": rows}))
+        else:
+            _print_table(mech, rows, args)
+        return 0
+    bound = make_bound(args.bound, args.nx0)
+    row = _compose_row(bound, mech, args) if args.rounds != 1 else _row(bound, mech, args)
+    if args.json:
+        print(json.dumps(row))
+    else:
+        _print_table(mech, [row], args)
+    return 0
+
+
+def _row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "bound": bound.name,
+        "kind": str(bound.kind),
+        "guarantee": bound.guarantee,
+        "n": mech.n,
+        "k": mech.k,
+        "eps0": mech.eps0,
+    }
+    if (args.nx0 is not None and isinstance(bound, SingleBin)) or bound.name == "biswas-literal":
+        row["nx0"] = args.nx0
+    if args.eps is not None:
+        result = bound.delta(mech, args.eps)
+        row.update(eps=result.eps, delta=result.delta)
+        if bound.kind is not BoundKind.NOT_A_GUARANTEE:
+            row.update(delta_lower=result.delta_lower, delta_upper=result.delta_upper)
+        row.update({k: v for k, v in result.extra.items() if k != "nx0"})
+    else:
+        eps_result = eps_for_delta(bound, mech, args.delta)
+        row.update(delta=eps_result.delta, eps=eps_result.eps)
+        if bound.kind is not BoundKind.NOT_A_GUARANTEE:
+            row.update(eps_lower=eps_result.eps_lower, eps_upper=eps_result.eps_upper)
+        row.update(eps_result.extra)
+    return row
+
+
+def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+    try:
+        return _row(bound, mech, args)
+    except OutsideConditionsError as exc:
+        return {"bound": bound.name, "kind": str(bound.kind), "guarantee": bound.guarantee,
+                "error": str(exc)}
+
+
+def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+    if isinstance(bound, Tight):
+        members = None
+    elif isinstance(bound, CloneFormBound):
+        members = [bound]
+    else:
+        raise InvalidParameterError(
+            f"--rounds needs a bound with a dominating pair (tight, strong-adversary, clones, "
+            f"krr-clones); {bound.name} is {bound.kind}"
+        )
+    result = compose(mech, args.rounds, eps=args.eps, delta=args.delta, bounds=members)
+    row: dict[str, Any] = {
+        "bound": bound.name,
+        "kind": str(BoundKind.UPPER),
+        "guarantee": f"valid upper bound after {args.rounds} rounds (PLD composition, pessimistic)",
+        "n": mech.n,
+        "k": mech.k,
+        "eps0": mech.eps0,
+        "rounds": args.rounds,
+        "pair": result.pair,
+        "eps": result.eps,
+        "delta": result.delta,
+    }
+    return row
+
+
+def _fmt(value: Any) -> str:
+    if isinstance(value, float):
+        if value == 0.0:
+            return "0"
+        if math.isinf(value):
+            return "inf"
+        return f"{value:.6g}" if 1e-4 <= abs(value) < 1e4 else f"{value:.4e}"
+    return str(value)
+
+
+def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+    print(f"shuffled k-RR: n={mech.n} k={mech.k} eps0={_fmt(mech.eps0)}"
+          + (f" rounds={args.rounds}" if args.rounds != 1 else ""))
+    if args.eps is not None:
+        headers = ["bound", "eps", "delta", "delta_lower", "delta_upper", "what it is"]
+        keys = ["bound", "eps", "delta", "delta_lower", "delta_upper", "guarantee"]
+    else:
+        headers = ["bound", "delta", "eps", "eps_lower", "eps_upper", "what it is"]
+        keys = ["bound", "delta", "eps", "eps_lower", "eps_upper", "guarantee"]
+    table = [headers]
+    for row in rows:
+        if "error" in row:
+            table.append([row["bound"], "n/a", "", "", "", f"refused: {row['error']}"])
+            continue
+        table.append([_fmt(row.get(key, "")) for key in keys])
+    widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
+    for r in table:
+        cells = [r[i].ljust(widths[i]) for i in range(len(widths))]
+        print("  ".join(cells) + "  " + r[-1])
+    for row in rows:
+        if "delta_x0_over_x1" in row:
+            print(f"single-bin directions: delta(x0||x1)={_fmt(row['delta_x0_over_x1'])} "
+                  f"delta(x1||x0)={_fmt(row['delta_x1_over_x0'])}")
+        if "upper_from" in row:
+            print(f"tight: upper from {row['upper_from']}, lower from {row['lower_from']}")
+
+
+def fail(message: str) -> int:
+    print(f"shuffledp account: error: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,207 @@
+"""eps for a given delta, and calibration of eps0, on the safe side of every bound.
+
+delta(eps) of any pair is non-increasing in eps, so eps(delta) = inf{eps : delta(eps) <= target}
+is found by bisection. The safe side depends on what the function bounds:
+
+* an upper bound u(eps) >= true delta: return the top of the final interval, where u <= target
+  was checked, so the true eps(delta) is no larger (a valid guarantee);
+* a lower bound l(eps) <= true delta: return the bottom, where l > target was checked, so the true
+  eps(delta) is at least that (a valid lower bound on eps).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson
+from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
+from .tight import Tight, witness_name
+
+#: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
+EPS_TOL = 1e-9
+#: Largest eps searched (beyond it a bound that never reaches the target reports inf).
+EPS_CAP = 64.0
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpsResult:
+    """eps at a target delta from one bound; ``eps`` is the headline value on the safe side."""
+
+    bound: str
+    kind: BoundKind
+    delta: float
+    eps: float
+    eps_lower: float
+    eps_upper: float
+    extra: dict[str, float | str] = field(default_factory=dict)
+
+
+def smallest_eps_at_most(
+    fn: Callable[[float], float], target: float, start: float, *, upper_side: bool
+) -> float:
+    """inf{eps >= 0 : fn(eps) <= target} for non-increasing fn, to EPS_TOL, on the safe side.
+
+    upper_side: fn bounds the truth from above (return the top of the final interval, where
+    fn <= target was checked) or from below (return the bottom, where fn > target was checked).
+    Returns inf (upper side) when fn stays above the target up to EPS_CAP.
+    """
+    f0 = fn(0.0)
+    if f0 <= target:
+        return 0.0
+    lo, hi, flo = 0.0, max(start, EPS_TOL), f0
+    fhi = fn(hi)
+    while fhi > target:
+        lo, flo, hi = hi, fhi, 2.0 * hi
+        if hi > EPS_CAP:
+            return math.inf if upper_side else lo
+        fhi = fn(hi)
+    lo, hi = _illinois(fn, target, lo, hi, flo, fhi)
+    return hi if upper_side else lo
+
+
+def _illinois(
+    fn: Callable[[float], float], target: float, lo: float, hi: float, flo: float, fhi: float
+) -> tuple[float, float]:
+    """Shrink [lo, hi] with fn(lo) > target >= fn(hi) to width <= EPS_TOL.
+
+    Regula falsi on g = log fn - log target (log delta is close to linear in eps, so this takes a
+    handful of steps where bisection takes ~35), with the Illinois halving against stagnation;
+    bisection where g is -inf (fn = 0) or the step would not shrink the interval enough.
+    """
+    log_t = math.log(target)
+
+    def g(value: float) -> float:
+        return math.log(value) - log_t if value > 0.0 else -math.inf
+
+    glo, ghi = g(flo), g(fhi)
+    kept = 0  # +1: lo kept last step, -1: hi kept last step
+    while hi - lo > EPS_TOL:
+        width = hi - lo
+        if math.isfinite(ghi) and glo > ghi:
+            x = hi - ghi * width / (ghi - glo)
+            margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
+            x = min(max(x, lo + margin), hi - margin)
+        else:
+            x = lo + 0.5 * width
+        fx = fn(x)
+        gx = g(fx)
+        if fx > target:
+            lo, glo = x, gx
+            if kept == -1:
+                ghi /= 2.0  # hi kept twice: halve its weight (Illinois)
+            kept = -1
+        else:
+            hi, ghi = x, gx
+            if kept == 1:
+                glo /= 2.0
+            kept = 1
+    return lo, hi
+
+
+def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
+    """The eps at which ``bound`` meets ``delta``, rounded to the bound's safe side."""
+    delta = require_delta(delta)
+    if isinstance(bound, Erlingsson | BlanketAnalytic):
+        value = bound.eps_for(mech, delta)
+        return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=value,
+                         eps_lower=value, eps_upper=value)
+    start = bound.zero_from(mech)
+    start = mech.eps0 if math.isinf(start) else start
+    if isinstance(bound, Tight):
+        return _tight_eps(bound, mech, delta, start)
+
+    def upper(eps: float) -> float:
+        return bound.bracket(mech, eps).upper
+
+    def lower(eps: float) -> float:
+        return bound.bracket(mech, eps).lower
+
+    eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
+    eps_lower = smallest_eps_at_most(lower, delta, start, upper_side=False)
+    headline = eps_lower if bound.kind is BoundKind.LOWER else eps_upper
+    return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=headline,
+                     eps_lower=eps_lower, eps_upper=eps_upper)
+
+
+def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> EpsResult:
+    # eps_upper = min over valid upper bounds of their eps (the min of the functions meets the
+    # target at the min of their crossings); eps_lower = max over lower bounds l of theirs, since
+    # l(eps) > target implies the true delta(eps) > target. Members that cannot beat the current
+    # best at the current best are skipped (one evaluation each instead of a search).
+    best_upper, upper_name = math.inf, ""
+    for member in _order_by_value(bound.upper_bounds(), mech, mech.eps0 / 4.0, "upper"):
+        def up(e: float, m: Bound = member) -> float:
+            return m.bracket(mech, e).upper
+
+        if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
+            continue  # its crossing is above best_upper - tol: it cannot lower the minimum
+        value = smallest_eps_at_most(up, delta, start, upper_side=True)
+        if value < best_upper:
+            best_upper, upper_name = value, member.name
+    best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
+    best_lower, lower_name = 0.0, "none"
+    for member in _order_by_value(bound.lower_bounds(mech), mech, best_upper, "lower"):
+        def low(e: float, m: Bound = member) -> float:
+            return m.bracket(mech, e).lower
+
+        if low(best_lower) <= delta:
+            continue  # its crossing is at or below best_lower: it cannot raise the maximum
+        value = smallest_eps_at_most(low, delta, start, upper_side=False)
+        if value > best_lower:
+            best_lower, lower_name = value, witness_name(member)
+    return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=best_upper,
+                     eps_lower=min(best_lower, best_upper), eps_upper=best_upper,
+                     extra={"upper_from": upper_name, "lower_from": lower_name})
+
+
+def _order_by_value(members: Sequence[Bound], mech: ShuffledKRR, eps: float, side: str) -> list[Bound]:
+    """Members sorted so the likely winner (smallest upper / largest lower at eps) comes first."""
+    def key(member: Bound) -> float:
+        b = member.bracket(mech, eps)
+        return b.upper if side == "upper" else -b.lower
+
+    return sorted(members, key=key)
+
+
+def calibrate_eps0(
+    n: int, k: int, eps: float, delta: float, bound: Bound | None = None
+) -> float:
+    """The largest eps0 (to 1e-9 relative, rounded down) whose valid guarantee meets (eps, delta).
+
+    Uses ``bound`` (default ``tight``, whose guarantee is delta_upper); only bounds that are valid
+    upper bounds may be used. Assumes the guarantee grows with eps0 (more randomisation never
+    hurts) and checks the returned eps0 directly.
+    """
+    eps = require_eps(eps)
+    delta = require_delta(delta)
+    bound = bound if bound is not None else Tight()
+    if bound.kind not in (BoundKind.UPPER, BoundKind.BRACKET):
+        raise InvalidParameterError(
+            f"calibration needs a valid upper bound, got {bound.name} ({bound.kind})"
+        )
+
+    def meets(eps0: float) -> bool:
+        mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+        return bound.bracket(mech, eps).upper <= delta
+
+    lo = max(eps, 1e-6)
+    while not meets(lo):
+        lo /= 2.0
+        if lo < 1e-9:
+            raise InvalidParameterError(
+                f"no eps0 >= 1e-9 meets eps={eps}, delta={delta} with n={n}, k={k} ({bound.name})"
+            )
+    hi = 2.0 * lo
+    while meets(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > EPS_CAP:
+            return lo
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if meets(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

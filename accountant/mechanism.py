@@ -1,0 +1,86 @@
+"""The mechanism being accounted: n users, each applying k-RR with parameter eps0, then a shuffle."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+
+class InvalidParameterError(ValueError):
+    """A mechanism or query parameter breaks a stated rule (the message names rule and value)."""
+
+
+def require_finite(name: str, value: float) -> float:
+    """`value` as a float, or InvalidParameterError if it is not a finite real number."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
+    if not math.isfinite(value):
+        raise InvalidParameterError(f"{name} must be finite, got {value}")
+    return float(value)
+
+
+def require_eps(eps: float) -> float:
+    """A target epsilon: finite and >= 0."""
+    value = require_finite("eps", eps)
+    if value < 0:
+        raise InvalidParameterError(f"eps must be >= 0, got {eps}")
+    return value
+
+
+def require_delta(delta: float) -> float:
+    """A target delta: finite, 0 < delta < 1."""
+    value = require_finite("delta", delta)
+    if not 0.0 < value < 1.0:
+        raise InvalidParameterError(f"delta must be in (0, 1), got {delta}")
+    return value
+
+
+def _require_int(name: str, value: int, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    if value < minimum:
+        raise InvalidParameterError(f"{name} must be >= {minimum}, got {value}")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ShuffledKRR:
+    """n users each report k-RR(eps0) of a value in {0..k-1}; the shuffler releases the histogram.
+
+    k-RR reports the true value w.p. pt = e^eps0 / (e^eps0 + k - 1) and each other value
+    w.p. pb = 1 / (e^eps0 + k - 1).
+    """
+
+    n: int
+    k: int
+    eps0: float
+
+    def __post_init__(self) -> None:
+        _require_int("n", self.n, 2)
+        _require_int("k", self.k, 2)
+        eps0 = require_finite("eps0", self.eps0)
+        if eps0 <= 0:
+            raise InvalidParameterError(f"eps0 must be > 0, got {self.eps0}")
+        object.__setattr__(self, "eps0", eps0)
+
+    @property
+    def log_pt(self) -> float:
+        """log pt = eps0 - log(e^eps0 + k - 1)."""
+        return self.eps0 - self._log_denominator
+
+    @property
+    def log_pb(self) -> float:
+        """log pb = -log(e^eps0 + k - 1)."""
+        return -self._log_denominator
+
+    @property
+    def pt(self) -> float:
+        return math.exp(self.log_pt)
+
+    @property
+    def pb(self) -> float:
+        return math.exp(self.log_pb)
+
+    @property
+    def _log_denominator(self) -> float:
+        # log(e^eps0 + k - 1) = eps0 + log1p((k - 1) e^-eps0), stable for large eps0.
+        return self.eps0 + math.log1p((self.k - 1) * math.exp(-self.eps0))

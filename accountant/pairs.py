@@ -1,0 +1,522 @@
+"""Exact hockey-stick divergences of the discrete pairs behind every bound, in log space.
+
+Two engines, one per shape of problem:
+
+* :func:`hockey_stick` takes two log-pmfs over the same outcomes and sums the non-negative terms
+  P(o) (1 - e^(eps - L(o))), L = log P/Q, in log space. It is the reference for anything small
+  enough to list (test oracles, composition of small pairs).
+* The structured pairs below are mixtures, over an observed count c, of pairs built from shifted
+  Binomial(c, 1/2) laws (or, for ``single-bin``, a sum of two binomials). For each c the privacy
+  loss is monotone in the outcome, so the region where it exceeds eps is a tail and the divergence
+  is a short linear combination of binomial tails (computed by ``betainc``, see numerics.py).
+  That turns an O(n^2) double sum into O(sqrt(n)) tail evaluations: milliseconds at n = 1e6.
+
+Every structured result is a :class:`Bracket` [lower, upper] around the exact divergence of the
+pair, wide enough to cover every floating-point error (tail accuracy, log-weight accuracy,
+cancellation, truncated mass); upper bounds are reported from ``upper`` and lower bounds from
+``lower``, so rounding always falls on the safe side.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+from scipy.special import gammaln
+
+from .mechanism import ShuffledKRR
+from .numerics import (
+    GAMMALN_RELERR,
+    FloatArray,
+    binomial_window,
+    log1mexp,
+    log_binom_cdf,
+    log_binom_pmf,
+    log_binom_sf,
+    log_sum,
+    log_tail_relative_error,
+    log_weight_error,
+)
+
+#: Above this many support points a mixing law is truncated to its 745-nat window.
+_FULL_SUPPORT_LIMIT = 20_000
+#: Outcomes summed one by one (as non-negative terms) at the start of each region; the rest of
+#: the region goes through binomial tails, whose difference loses precision to cancellation.
+DIRECT_TERMS = 48
+
+
+@dataclass(frozen=True, slots=True)
+class Bracket:
+    """An interval [lower, upper] that contains an exactly defined delta."""
+
+    lower: float
+    upper: float
+
+    @staticmethod
+    def exact_zero() -> Bracket:
+        return Bracket(0.0, 0.0)
+
+    def scaled(self, factor: float) -> Bracket:
+        return Bracket(self.lower * factor, self.upper * factor)
+
+
+def hockey_stick(log_p: npt.ArrayLike, log_q: npt.ArrayLike, eps: float) -> float:
+    """H_eps(P || Q) = sum_o max(0, P(o) - e^eps Q(o)) from log-pmfs on a common outcome list.
+
+    Sums the non-negative terms P(o) * (1 - e^(eps - L(o))) with L = log P - log Q, in log space:
+    log term = log P + log(1 - exp(-(L - eps))) (log1mexp); L = +inf (Q(o) = 0) gives P(o).
+    Returns exactly 0.0 when the loss never exceeds eps.
+    """
+    lp = np.asarray(log_p, dtype=np.float64)
+    lq = np.asarray(log_q, dtype=np.float64)
+    if lp.shape != lq.shape:
+        raise ValueError(f"log_p and log_q must have the same shape, got {lp.shape} and {lq.shape}")
+    with np.errstate(invalid="ignore"):
+        loss = lp - lq  # +inf where Q(o) = 0 < P(o); nan where both are 0
+    mask = np.isfinite(lp) & (loss > eps)
+    if not np.any(mask):
+        return 0.0
+    excess = loss[mask] - eps
+    log_terms = lp[mask] + np.where(np.isinf(excess), 0.0, log1mexp(np.where(np.isinf(excess), 1.0, excess)))
+    return float(np.exp(log_sum(log_terms)))
+
+
+def hockey_stick_both(log_p: npt.ArrayLike, log_q: npt.ArrayLike, eps: float) -> float:
+    """max(H_eps(P||Q), H_eps(Q||P)): a delta for the neighbouring relation in both directions."""
+    return max(hockey_stick(log_p, log_q, eps), hockey_stick(log_q, log_p, eps))
+
+
+# ---------------------------------------------------------------------------------------------
+# Clone-form pairs: strong-adversary, clones, krr-clones
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CloneFormPair:
+    """C ~ Bin(n_others, clone_prob), A ~ Bin(C, 1/2), D ~ Bern(p), all independent;
+    P = law of (A + D, C - A + 1 - D), Q = law of (A + 1 - D, C - A + D).
+
+    With probability 1 - scale both P and Q emit a common outcome instead (it adds nothing to the
+    divergence), so the divergence is ``scale`` times that of the pair above. The pair is symmetric
+    (swapping the coordinates maps P to Q), so H(P||Q) = H(Q||P).
+
+    p = 1 is the strong-adversary pair of Balle et al.; p = e^eps0 / (e^eps0 + 1) with
+    clone_prob = e^-eps0 is Feldman, McMillan and Talwar's clone pair.
+    """
+
+    n_others: int
+    clone_prob: float
+    p: float
+    scale: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.n_others < 1:
+            raise ValueError(f"n_others must be >= 1, got {self.n_others}")
+        if not 0.0 < self.clone_prob <= 1.0:
+            raise ValueError(f"clone_prob must be in (0, 1], got {self.clone_prob}")
+        if not 0.5 < self.p <= 1.0:
+            raise ValueError(f"p must be in (1/2, 1], got {self.p}")
+        if not 0.0 < self.scale <= 1.0:
+            raise ValueError(f"scale must be in (0, 1], got {self.scale}")
+
+    @property
+    def max_loss(self) -> float:
+        """The largest privacy loss, log(p / (1 - p)) (inf for p = 1)."""
+        return math.inf if self.p >= 1.0 else math.log(self.p) - math.log1p(-self.p)
+
+    def delta(self, eps: float) -> Bracket:
+        """A bracket on H_eps(P || Q) (= H_eps(Q || P))."""
+        if eps >= self.max_loss:
+            return Bracket.exact_zero()
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
+            return self._delta(eps)
+
+    def _delta(self, eps: float) -> Bracket:
+        e = math.exp(eps)
+        p = self.p
+        # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + (1-p) b(a),
+        # Q_c(a) = (1-p) b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
+        # P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
+        # where x = R (c+1) / (1+R), R = -coef_lo / coef_hi: positive exactly for a > x.
+        coef_hi = p - e * (1.0 - p)  # > 0 since eps < max_loss
+        coef_lo = (1.0 - p) - e * p  # < 0
+        ratio = -coef_lo / coef_hi
+        c, log_w, log_dropped, w_err = _mixing_window(self.n_others, self.clone_prob)
+        x = ratio * (c + 1.0) / (1.0 + ratio)
+        a_star = np.floor(x) + 1.0
+        # The first DIRECT_TERMS outcomes of each region are summed as non-negative terms.
+        a = a_star[:, None] + np.arange(DIRECT_TERMS)[None, :]
+        cc = np.broadcast_to(c[:, None], a.shape)
+        inside = a <= cc  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
+        log_b = log_binom_pmf(np.where(inside, a, 0.0), cc, 0.5)
+        slope = math.log(coef_hi - coef_lo)
+        gap = np.where(inside, a - x[:, None], 1.0)
+        denom = np.where(inside, cc - a + 1.0, 1.0)
+        log_scale_ = log_w[:, None] + log_b + slope - np.log(denom)
+        direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
+        # Rounding of x moves (a - x) by a few ulp of x: an absolute error per term.
+        direct_err = np.where(inside, log_scale_ + np.log(4.5e-16 * (1.0 + x[:, None])), -np.inf)
+        # If rounding put a* one too high, the outcome a* - 1 has a - x within a few ulp of 0.
+        a_prev = a_star - 1.0
+        ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= 4.5e-16 * (1.0 + x))
+        prev_err = np.where(
+            ok_prev,
+            log_w + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5) + slope
+            - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0)) + np.log(4.5e-16 * (1.0 + x)),
+            -np.inf,
+        )
+        top = a == cc + 1.0
+        top_term = np.where(top, log_w[:, None] + math.log(coef_hi) + log_binom_pmf(cc, cc, 0.5), -np.inf)
+        direct = np.logaddexp(direct, top_term)
+        # Remainder a >= a* + DIRECT_TERMS: coef_hi P[b >= m - 1] + coef_lo P[b >= m].
+        m = a_star + DIRECT_TERMS
+        l_hi = log_binom_sf(m - 1.0, c, 0.5)
+        l_lo = log_binom_sf(m, c, 0.5)
+        pos = np.concatenate([direct.ravel(), log_w + math.log(coef_hi) + l_hi])
+        neg = log_w + math.log(-coef_lo) + l_lo
+        err = [
+            direct_err.ravel(),
+            prev_err,
+            log_w + math.log(coef_hi) + l_hi + log_tail_relative_error(l_hi),
+            neg + log_tail_relative_error(l_lo),
+        ]
+        w_err += log_weight_error(float(c[-1]), 0.5)
+        bracket = _combine(pos, neg, err, w_err, log_dropped, weight_per_difference=True)
+        return bracket.scaled(self.scale)
+
+    def outcome_log_pmfs(self, depth: float = 40.0) -> tuple[FloatArray, FloatArray, float]:
+        """The pair's likely outcomes, for building a privacy-loss distribution.
+
+        Lists the outcomes (c, a) within ``depth`` nats of the most likely c and, for each c,
+        within sqrt(2 depth) + 1 standard deviations of a's centre. Returns (log P, log Q) over
+        them (plus the 1 - scale common outcome, with equal P and Q mass, as the last entry) and
+        an upper bound on the P-mass (= Q-mass, by symmetry) of everything left out, which a
+        pessimistic privacy-loss distribution must count as infinite loss.
+        """
+        lo, hi, _ = binomial_window(self.n_others, self.clone_prob, depth=depth)
+        c = np.arange(lo, hi + 1, dtype=np.float64)
+        log_w = log_binom_pmf(c, self.n_others, self.clone_prob)
+        half = (math.sqrt(2.0 * depth) + 1.0) * np.sqrt(c) / 2.0 + 2.0
+        a_lo = np.maximum(np.floor(c / 2.0 - half), 0.0)
+        a_hi = np.minimum(np.ceil(c / 2.0 + half), c + 1.0)
+        counts = (a_hi - a_lo + 1.0).astype(np.int64)
+        cc = np.repeat(c, counts)
+        ww = np.repeat(log_w, counts)
+        offsets = np.arange(cc.size) - np.repeat(np.cumsum(counts) - counts, counts)
+        a = np.repeat(a_lo, counts) + offsets
+        b_prev = log_binom_pmf(a - 1.0, cc, 0.5)
+        b_here = log_binom_pmf(a, cc, 0.5)
+        log_p1 = math.log(self.p)
+        log_p0 = math.log1p(-self.p) if self.p < 1.0 else -math.inf
+        log_scale = math.log(self.scale)
+        lp = ww + log_scale + np.logaddexp(log_p1 + b_prev, log_p0 + b_here)
+        lq = ww + log_scale + np.logaddexp(log_p0 + b_prev, log_p1 + b_here)
+        kept = min(float(np.exp(log_sum(lp))), float(np.exp(log_sum(lq))))
+        # What is left out is 1 - kept (of the scaled part); 1e-15 covers the rounding of kept.
+        dropped = max(self.scale - kept, 0.0) + 1e-15
+        if self.scale < 1.0:
+            common = math.log1p(-self.scale)
+            lp = np.append(lp, common)
+            lq = np.append(lq, common)
+        return lp, lq, dropped
+
+
+# ---------------------------------------------------------------------------------------------
+# Wang et al.'s k-RR pair (the exact delta of the dataset "every other user holds a third value")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WangKRRPair:
+    """Others (N1, N2) ~ Mult(n-1; pb, pb); under P user u adds to N1 w.p. pt and to N2 w.p. pb,
+    under Q to N1 w.p. pb and to N2 w.p. pt, otherwise (w.p. r = 1 - pt - pb) to neither; the view
+    is (N1', N2'). Symmetric under swapping N1 and N2, so H(P||Q) = H(Q||P).
+    """
+
+    mechanism: ShuffledKRR
+
+    def delta(self, eps: float) -> Bracket:
+        """A bracket on H_eps(P || Q) (= H_eps(Q || P)); exactly 0 for eps >= eps0."""
+        if eps >= self.mechanism.eps0:
+            # The loss is largest at N1' = n, where it equals log(pt/pb) = eps0.
+            return Bracket.exact_zero()
+        with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
+            return self._delta(eps)
+
+    def _delta(self, eps: float) -> Bracket:
+        mech = self.mechanism
+        n = mech.n
+        pt, pb = mech.pt, mech.pb
+        r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
+        e = math.exp(eps)
+        q = 2.0 * pb
+        c, log_w, log_dropped, w_err = _mixing_window(n - 1, q)
+        # Observed total t = N1' + N2'. Split: u added (others' total t - 1) or not (total t):
+        # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
+        # b_{t-1}(a-1) = b_t(a) 2a/t and b_{t-1}(a) = b_t(a) 2(t-a)/t. So P - e^eps Q is b_t(a)
+        # times a linear function of a:
+        #   P - e Q = b_t(a) W(t-1) (2/t) (pt - pb)(1 + e) (a - a_thr(t)),
+        #   a_thr = (e (pt t + s) - (pb t + s)) / ((pt - pb)(1 + e)),  s = r (n - t) pb / (1 - 2pb)
+        # (s = r W(t) / (W(t-1) 2/t)); the loss is monotone in a, the region is a > a_thr.
+        t = np.arange(c[0], c[-1] + 2.0)
+        t = t[t >= 1.0]  # t = 0 has one outcome with equal mass under P and Q
+        log_w_prev = log_binom_pmf(t - 1.0, n - 1, q)  # W(t-1)
+        in_window = (t >= c[0]) & (t <= c[-1])
+        log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q), -np.inf)  # W(t)
+        s = r * (n - t) * pb / (1.0 - q)
+        a_thr = (e * (pt * t + s) - (pb * t + s)) / ((pt - pb) * (1.0 + e))
+        a_star = np.maximum(np.floor(a_thr) + 1.0, 0.0)
+        a = a_star[:, None] + np.arange(-1, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
+        tt = np.broadcast_to(t[:, None], a.shape)
+        inside = (a >= 0.0) & (a <= tt)
+        slope = math.log((pt - pb) * (1.0 + e))
+        log_scale_ = np.where(
+            inside,
+            log_binom_pmf(np.where(inside, a, 0.0), tt, 0.5)
+            + log_w_prev[:, None] + math.log(2.0) - np.log(tt) + slope,
+            -np.inf,
+        )
+        gap = np.where(inside, a - a_thr[:, None], 1.0)
+        direct = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)[:, 1:]
+        rounding = 4.5e-16 * (1.0 + np.abs(a_thr) + t)[:, None]  # bound on the error of a - a_thr
+        # Terms in the region carry that error; the outcome just below a* only if it is that close.
+        near = (gap > 0.0) | (np.abs(gap) <= rounding)
+        direct_err = np.where(near, log_scale_ + np.log(rounding), -np.inf)
+        # Remainder a >= m = a* + DIRECT_TERMS through tails.
+        m = a_star + DIRECT_TERMS
+        l1 = log_binom_sf(m - 1.0, t - 1.0, 0.5)
+        l2 = log_binom_sf(m, t - 1.0, 0.5)
+        l3 = log_binom_sf(m, t, 0.5)
+        rem_pos = log_w_prev + math.log(pt - e * pb) + l1
+        neg_terms = [log_w_prev + math.log(e * pt - pb) + l2]
+        if r > 0.0 and e > 1.0:
+            neg_terms.append(log_w_here + math.log((e - 1.0) * r) + l3)
+        neg = np.logaddexp.reduce(np.vstack(neg_terms), axis=0)
+        pos = np.concatenate([direct.ravel(), rem_pos])
+        err = [direct_err.ravel(), rem_pos + log_tail_relative_error(l1)]
+        err += [term + log_tail_relative_error(np.maximum(l2, l3)) for term in neg_terms]
+        w_err += log_weight_error(float(t[-1]), 0.5)
+        # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
+        return _combine(pos, neg, err, w_err, log_dropped)
+
+
+# ---------------------------------------------------------------------------------------------
+# The seed paper's single-bin model, exactly
+
+
+def single_bin_delta(mech: ShuffledKRR, nx0: int, eps: float) -> tuple[Bracket, Bracket]:
+    """(H(P0||P1), H(P1||P0)) for the count of x0 alone (Biswas, Jung, Palamidessi, eqs. 12-13).
+
+    B = Bin(nx0, pt) + Bin(n-1-nx0, pb) is the others' count of x0; P0 = B + Bern(pt) (u holds
+    x0), P1 = B + Bern(pb) (u holds x1). B is log-concave, so rho(s) = B(s-1)/B(s) increases in s
+    and each direction's region is a tail of s; B's tails are sums over the narrower component of
+    the wider component's binomial tails.
+    """
+    n = mech.n
+    if not 0 <= nx0 <= n - 1:
+        raise ValueError(f"nx0 must be in [0, n-1] = [0, {n - 1}], got {nx0}")
+    if eps >= mech.eps0:
+        # Both losses are bounded by eps0 in absolute value (k-RR is eps0-LDP).
+        return Bracket.exact_zero(), Bracket.exact_zero()
+    law = _TwoBinomialSum(nx0, mech.pt, n - 1 - nx0, mech.pb)
+    pt, pb = mech.pt, mech.pb
+    e = math.exp(eps)
+    # Direction 0||1: the term at s is a B(s-1) + b B(s) with a = pt - e pb > 0,
+    # b = (1-pt) - e (1-pb) < 0; positive iff rho(s) = B(s-1)/B(s) > R0 = -b/a: a tail s >= s0.
+    a01, b01 = pt - e * pb, (1.0 - pt) - e * (1.0 - pb)
+    s0 = law.first_s_with_log_rho_above(math.log(-b01) - math.log(a01))
+    direct = np.arange(s0, min(s0 + DIRECT_TERMS, law.n_max + 2))
+    d01 = _single_bin_direction(law, a01, b01, direct, law.log_sf, s0 + DIRECT_TERMS, upper=True)
+    # Direction 1||0: the term is c B(s-1) + d B(s), c = pb - e pt < 0, d = (1-pb) - e (1-pt);
+    # positive iff rho(s) < R1 = d / -c: a head s <= s1 (none if d <= 0).
+    c10, d10_coef = pb - e * pt, (1.0 - pb) - e * (1.0 - pt)
+    if d10_coef <= 0.0:
+        return d01, Bracket.exact_zero()
+    s1 = law.first_s_with_log_rho_above(math.log(d10_coef) - math.log(-c10), inclusive=True) - 1
+    direct = np.arange(max(s1 - DIRECT_TERMS + 1, 0), s1 + 1)
+    d10 = _single_bin_direction(
+        law, d10_coef, c10, direct, law.log_cdf, s1 - DIRECT_TERMS, upper=False
+    )
+    return d01, d10
+
+
+def _single_bin_direction(
+    law: _TwoBinomialSum,
+    coef_main: float,
+    coef_other: float,
+    direct_s: npt.NDArray[np.int64],
+    log_tail: object,
+    remainder_from: int,
+    *,
+    upper: bool,
+) -> Bracket:
+    """One direction of the single-bin divergence: direct terms plus a tail remainder.
+
+    upper=True (0||1): terms coef_main B(s-1) + coef_other B(s) for s in direct_s, then the
+    remainder s >= remainder_from through upper tails. upper=False (1||0): terms
+    coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
+    """
+    assert callable(log_tail)
+    log_b = {int(s): law.log_pmf(int(s)) for s in range(int(direct_s.min(initial=0)) - 1,
+                                                       int(direct_s.max(initial=0)) + 1)}
+    # Error model: each log B value has absolute error at most abs_err (its weights' gammaln
+    # errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
+    # off by at most diff_err (the four gammaln values that differ, and two roundings). A term
+    # m B(s') + o B(s'') = m B(s')(1 + d1) + o B(s'')(1 + d2) is then off by at most
+    # |d1| term + |o| B(s'') |d2 - d1|.
+    ulp = 2.3e-16
+    diff_base = 8.0 * GAMMALN_RELERR * float(gammaln(law.n_max + 2.0))
+    chain = 0.0
+    if law.n_out == 0 and len(log_b) > 1:
+        # B is a single binomial: walk from the first value by the exact ratio
+        # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
+        keys = sorted(log_b)
+        n_in, q_in = law.n_in, law.q_in
+        log_odds = math.log(q_in) - math.log1p(-q_in)
+        for prev, cur in itertools.pairwise(keys):
+            if log_b[prev] > -math.inf and 1 <= cur <= n_in:
+                log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
+        diff_base = 0.0
+        chain = len(keys) * 4.0 * ulp  # the walk accumulates rounding (relative to |log B|)
+    terms, errs = [], []
+    for s in direct_s:
+        main = log_b[int(s) - 1] if upper else log_b[int(s)]
+        other = log_b[int(s)] if upper else log_b[int(s) - 1]
+        lm = math.log(coef_main) + main
+        lo_ = math.log(-coef_other) + other
+        if lm == -math.inf or lo_ >= lm:
+            continue
+        abs_err = law.log_weight_error + (2.0 * ulp + chain) * abs(main)
+        if lo_ == -math.inf:
+            terms.append(lm)
+            errs.append(lm + math.log(abs_err))
+            continue
+        term = lm + float(log1mexp(lm - lo_))
+        terms.append(term)
+        diff_err = diff_base + 4.0 * ulp * (abs(main) + abs(other))
+        errs.append(float(np.logaddexp(term + math.log(abs_err), lo_ + math.log(diff_err))))
+    if upper:
+        (l_main, e_main), (l_other, e_other) = log_tail(remainder_from - 1), log_tail(remainder_from)
+    else:
+        (l_main, e_main), (l_other, e_other) = log_tail(remainder_from), log_tail(remainder_from - 1)
+    pos = np.asarray([*terms, math.log(coef_main) + l_main])
+    neg = np.asarray([math.log(-coef_other) + l_other])
+    err = np.asarray([*errs, math.log(coef_main) + e_main, math.log(-coef_other) + e_other])
+    # Truncating the outer component's support perturbs each B value and tail by at most the
+    # dropped mass; (1 + e^eps) times it per term (<= n_max + 2 terms) covers the divergence.
+    extra = -math.inf
+    if law.log_dropped > -math.inf:
+        extra = law.log_dropped + math.log((law.n_max + 2) * (coef_main - coef_other))
+    return _combine(pos, neg, [err, np.asarray([extra])], 0.0, -math.inf)
+
+
+class _TwoBinomialSum:
+    """The law of X + Y, X ~ Bin(nx, qx), Y ~ Bin(ny, qy), in log space.
+
+    The component with the narrower window (``outer``) is listed point by point; the other
+    (``inner``) enters through its pmf and tails.
+    """
+
+    def __init__(self, nx: int, qx: float, ny: int, qy: float) -> None:
+        self.n_max = nx + ny
+        sd_x = math.sqrt(nx * qx * (1.0 - qx))
+        sd_y = math.sqrt(ny * qy * (1.0 - qy))
+        if sd_x <= sd_y:
+            (self.n_out, self.q_out), (self.n_in, self.q_in) = (nx, qx), (ny, qy)
+        else:
+            (self.n_out, self.q_out), (self.n_in, self.q_in) = (ny, qy), (nx, qx)
+        if self.n_out + 1 <= _FULL_SUPPORT_LIMIT:
+            lo, hi, self.log_dropped = 0, self.n_out, -math.inf
+        else:
+            lo, hi, self.log_dropped = binomial_window(self.n_out, self.q_out)
+        self.y = np.arange(lo, hi + 1, dtype=np.float64)
+        self.log_py = log_binom_pmf(self.y, self.n_out, self.q_out)
+        self.log_weight_error = log_weight_error(self.n_out, self.q_out) + log_weight_error(
+            self.n_in, self.q_in
+        )
+
+    def log_pmf(self, s: int) -> float:
+        if s < 0 or s > self.n_max:
+            return -math.inf
+        return float(log_sum(self.log_py + log_binom_pmf(s - self.y, self.n_in, self.q_in)))
+
+    def log_sf(self, m: int) -> tuple[float, float]:
+        """(log P[B >= m], log of its error bound)."""
+        tails = log_binom_sf(m - self.y, self.n_in, self.q_in)
+        terms = self.log_py + tails
+        return float(log_sum(terms)), float(log_sum(terms + (log_tail_relative_error(tails))))
+
+    def log_cdf(self, m: int) -> tuple[float, float]:
+        """(log P[B <= m], log of its error bound)."""
+        tails = log_binom_cdf(m - self.y, self.n_in, self.q_in)
+        terms = self.log_py + tails
+        return float(log_sum(terms)), float(log_sum(terms + (log_tail_relative_error(tails))))
+
+    def log_rho(self, s: int) -> float:
+        """log B(s-1)/B(s): -inf at s = 0, +inf at s = n_max + 1."""
+        lp_prev, lp_here = self.log_pmf(s - 1), self.log_pmf(s)
+        if lp_here == -math.inf:
+            return math.inf
+        return lp_prev - lp_here
+
+    def first_s_with_log_rho_above(self, log_r: float, inclusive: bool = False) -> int:
+        """Smallest s in [0, n_max + 1] with log rho(s) > log_r (>= if inclusive)."""
+        lo, hi = 0, self.n_max + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            value = self.log_rho(mid)
+            if value > log_r or (inclusive and value >= log_r):
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
+# ---------------------------------------------------------------------------------------------
+# Shared pieces
+
+
+def _mixing_window(n_trials: int, q: float) -> tuple[FloatArray, FloatArray, float, float]:
+    """Support points c of Bin(n_trials, q) to sum over, their log weights, the log of the mass
+    left out, and the absolute error bound of the log weights."""
+    if n_trials + 1 <= _FULL_SUPPORT_LIMIT:
+        lo, hi, log_dropped = 0, n_trials, -math.inf
+    else:
+        lo, hi, log_dropped = binomial_window(n_trials, q)
+    c = np.arange(lo, hi + 1, dtype=np.float64)
+    return c, log_binom_pmf(c, n_trials, q), log_dropped, log_weight_error(n_trials, q)
+
+
+def _combine(
+    pos: FloatArray,
+    neg: FloatArray,
+    err: list[FloatArray],
+    log_weight_err: float,
+    log_dropped: float,
+    *,
+    weight_per_difference: bool = False,
+) -> Bracket:
+    """Bracket on sum(exp(pos)) - sum(exp(neg)).
+
+    err: log error bounds of the individual terms; log_weight_err: absolute error of every log
+    weight; log_dropped: mass left out of the window, whose divergence is at most its mass.
+    weight_per_difference: each weight multiplies one non-negative difference (pos_c - neg_c), so
+    a weight error scales the value by at most e^err; otherwise it can move pos and neg apart.
+    """
+    total_pos = float(log_sum(pos))
+    total_neg = float(log_sum(neg))
+    if total_pos == -math.inf:
+        value = 0.0
+    else:
+        value = math.exp(total_pos) * -math.expm1(min(total_neg - total_pos, 0.0))
+    abs_err = float(np.exp(log_sum(np.concatenate([np.ravel(x) for x in err]))))
+    growth = math.expm1(log_weight_err)
+    if weight_per_difference:
+        abs_err += growth * value
+    else:
+        abs_err += growth * (math.exp(total_pos) + math.exp(total_neg))
+    dropped = math.exp(log_dropped) if log_dropped > -math.inf else 0.0
+    upper = min(1.0, value + abs_err + dropped)
+    lower = max(0.0, value - abs_err)
+    return Bracket(lower, upper)

@@ -1,0 +1,1 @@
+"""shuffledp.analyzer: see ../shared/DESIGN.md; built in a later issue."""

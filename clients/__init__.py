@@ -1,0 +1,1 @@
+"""shuffledp.clients: see ../shared/DESIGN.md; built in a later issue."""

@@ -1,0 +1,1 @@
+"""shuffledp.protocol: see ../shared/DESIGN.md; built in a later issue."""

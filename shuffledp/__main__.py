@@ -1,0 +1,5 @@
+import sys
+
+from shuffledp.cli import main
+
+sys.exit(main())

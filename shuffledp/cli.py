@@ -1,0 +1,45 @@
+"""The `shuffledp` command: one subcommand per component."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from shuffledp import __version__
+from shuffledp.accountant import cli as account_cli
+from shuffledp.accountant.bounds import OutsideConditionsError
+from shuffledp.accountant.mechanism import InvalidParameterError
+
+
+class _OneLineParser(argparse.ArgumentParser):
+    """Usage errors as one line on stderr and exit code 2."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        self.exit(2, f"{self.prog}: error: {message}\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _OneLineParser(
+        prog="shuffledp",
+        description="The shuffle model of differential privacy with k-randomized response.",
+    )
+    parser.add_argument("--version", action="version", version=f"shuffledp {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    account_cli.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        code: int = args.func(args)
+    except (InvalidParameterError, OutsideConditionsError) as exc:
+        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
+        return 2
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

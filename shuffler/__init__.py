@@ -1,0 +1,1 @@
+"""shuffledp.shuffler: see ../shared/DESIGN.md; built in a later issue."""

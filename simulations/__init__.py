@@ -1,0 +1,1 @@
+"""shuffledp.simulations: see ../shared/DESIGN.md; built in a later issue."""

@@ -1,0 +1,96 @@
+"""Production pairs against 60-digit mpmath enumeration (tests/mpmath_pairs.py) at n in the hundreds.
+
+Requirement: relative error <= 1e-9 for delta >= 1e-300, exact 0 where the privacy loss never
+exceeds eps, and the rigorous bracket [lower, upper] contains the mpmath value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import mpmath
+import pytest
+
+from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant.bounds import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
+from tests import mpmath_pairs
+
+# (n, k, eps0, eps): moderate deltas, deep tails (1e-30 .. 1e-300), eps at eps0 (exact zero).
+CASES = [
+    (100, 4, 1.0, 0.1),
+    (100, 10, 2.0, 0.5),
+    (150, 2, 0.7, 0.05),
+    (200, 15, 4.0, 0.3),
+    (250, 3, 3.0, 2.5),
+    (300, 6, 5.0, 4.0),
+    (300, 4, 2.5, 2.4),
+    (120, 5, 1.5, 1.5),
+]
+
+
+def _check(value_bracket: Any, reference: Any, eps: float = 0.0, eps0: float = 1.0) -> None:
+    with mpmath.workdps(60):
+        ref = mpmath.mpf(reference)
+        if eps >= eps0:
+            # Every pair's loss is at most eps0, so the exact value is 0; the 60-digit reference
+            # is zero up to its rounding (losses equal to eps0 come out as eps0 +- 1e-60).
+            assert ref <= mpmath.mpf("1e-55")
+            assert (value_bracket.lower, value_bracket.upper) == (0.0, 0.0)
+            return
+        if ref == 0:
+            assert (value_bracket.lower, value_bracket.upper) == (0.0, 0.0)
+            return
+        assert value_bracket.lower <= ref * (1 + mpmath.mpf("1e-15")), (value_bracket, ref)
+        assert value_bracket.upper >= ref * (1 - mpmath.mpf("1e-15")), (value_bracket, ref)
+        if ref >= mpmath.mpf("1e-300"):
+            for side in (value_bracket.lower, value_bracket.upper):
+                assert abs(mpmath.mpf(side) / ref - 1) <= mpmath.mpf("1e-9"), (value_bracket, ref)
+
+
+@pytest.mark.parametrize(("n", "k", "eps0", "eps"), CASES)
+def test_strong_adversary(n: int, k: int, eps0: float, eps: float) -> None:
+    d01, d10 = mpmath_pairs.strong_adversary(n, k, eps0, eps)
+    # Its loss is unbounded (N2 = 0 after u's report is impossible under Q): never exactly 0.
+    _check(StrongAdversary().bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps), max(d01, d10))
+
+
+@pytest.mark.parametrize(("n", "k", "eps0", "eps"), CASES)
+def test_clones(n: int, k: int, eps0: float, eps: float) -> None:
+    d01, d10 = mpmath_pairs.clones(n, eps0, eps)
+    _check(Clones().bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps), max(d01, d10), eps, eps0)
+
+
+@pytest.mark.parametrize(("n", "k", "eps0", "eps"), CASES)
+def test_krr_clones(n: int, k: int, eps0: float, eps: float) -> None:
+    d01, d10 = mpmath_pairs.krr_clones(n, k, eps0, eps)
+    _check(KRRClones().bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps), max(d01, d10), eps, eps0)
+
+
+@pytest.mark.parametrize(("n", "k", "eps0", "eps"), [c for c in CASES if c[1] >= 3])
+def test_wang_krr(n: int, k: int, eps0: float, eps: float) -> None:
+    d01, d10 = mpmath_pairs.wang_krr(n, k, eps0, eps)
+    _check(WangKRR().bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps), max(d01, d10), eps, eps0)
+
+
+@pytest.mark.parametrize(("n", "k", "eps0", "eps"), CASES)
+@pytest.mark.parametrize("fraction", [0.0, 0.3, 0.8, 1.0])
+def test_single_bin_both_directions(n: int, k: int, eps0: float, eps: float, fraction: float) -> None:
+    nx0 = round(fraction * (n - 1))
+    d01, d10 = mpmath_pairs.single_bin(n, k, eps0, nx0, eps)
+    got = SingleBin(nx0).directions(ShuffledKRR(n=n, k=k, eps0=eps0), eps)
+    _check(got.d01, d01, eps, eps0)
+    _check(got.d10, d10, eps, eps0)
+
+
+def test_symmetric_pairs_are_symmetric() -> None:
+    """The clone-form and wang pairs are symmetric under swapping coordinates: H(P||Q) = H(Q||P),
+    which is why the production code evaluates one direction. Checked in mpmath."""
+    n, k, eps0, eps = 80, 4, 1.5, 0.2
+    for d01, d10 in [
+        mpmath_pairs.strong_adversary(n, k, eps0, eps),
+        mpmath_pairs.clones(n, eps0, eps),
+        mpmath_pairs.krr_clones(n, k, eps0, eps),
+        mpmath_pairs.wang_krr(n, k, eps0, eps),
+    ]:
+        with mpmath.workdps(60):
+            assert abs(d01 - d10) <= mpmath.mpf("1e-50") * d01
