@@ -21,6 +21,7 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from .biswas_literal import BoundUnavailableError as BoundUnavailableError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from .pairs import Bracket, CloneFormPair, WangKRRPair, single_bin_delta
 
@@ -180,7 +181,9 @@ class WangKRR(Bound):
 
     name = "wang-krr"
     kind = BoundKind.LOWER
-    guarantee = "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x2')"
+    guarantee = (
+        "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x2')"
+    )
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         if mech.k < 3:
@@ -220,7 +223,9 @@ class SingleBin(Bound):
 
     def directions(self, mech: ShuffledKRR, eps: float) -> SingleBinDirections:
         if not 0 <= self.nx0 <= mech.n - 1:
-            raise InvalidParameterError(f"nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}")
+            raise InvalidParameterError(
+                f"nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}"
+            )
         d01, d10 = single_bin_delta(mech, self.nx0, eps)
         return SingleBinDirections(d01, d10)
 
@@ -238,7 +243,11 @@ class SingleBin(Bound):
             delta=max(d.d01.upper, d.d10.upper),
             delta_lower=max(d.d01.lower, d.d10.lower),
             delta_upper=max(d.d01.upper, d.d10.upper),
-            extra={"nx0": float(self.nx0), "delta_x0_over_x1": d.d01.upper, "delta_x1_over_x0": d.d10.upper},
+            extra={
+                "nx0": float(self.nx0),
+                "delta_x0_over_x1": d.d01.upper,
+                "delta_x1_over_x0": d.d10.upper,
+            },
         )
 
 
@@ -285,7 +294,9 @@ class Erlingsson(Bound):
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         self._check_mechanism(mech)
         if eps > mech.eps0:
-            raise OutsideConditionsError(f"erlingsson needs eps <= eps0 = {mech.eps0}, got eps={eps}")
+            raise OutsideConditionsError(
+                f"erlingsson needs eps <= eps0 = {mech.eps0}, got eps={eps}"
+            )
         delta = math.exp(-mech.n * (eps / (12.0 * mech.eps0)) ** 2)
         if delta > 0.01:
             raise OutsideConditionsError(
@@ -337,7 +348,9 @@ class BlanketAnalytic(Bound):
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         self._check_eps(mech, eps)
-        delta = min(1.0, 2.0 * math.exp(-(mech.n - 1) * self._gamma(mech) * eps**2 / (14.0 * mech.k)))
+        delta = min(
+            1.0, 2.0 * math.exp(-(mech.n - 1) * self._gamma(mech) * eps**2 / (14.0 * mech.k))
+        )
         return Bracket(delta, delta)
 
     def eps_for(self, mech: ShuffledKRR, delta: float) -> float:

@@ -5,10 +5,16 @@ from __future__ import annotations
 import argparse
 import json
 import math
-import sys
 from typing import Any
 
-from .bounds import Bound, BoundKind, CloneFormBound, OutsideConditionsError, SingleBin
+from .bounds import (
+    Bound,
+    BoundKind,
+    BoundUnavailableError,
+    CloneFormBound,
+    OutsideConditionsError,
+    SingleBin,
+)
 from .composition import compose
 from .inversion import eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
@@ -93,9 +99,13 @@ def _row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str,
 def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
     try:
         return _row(bound, mech, args)
-    except OutsideConditionsError as exc:
-        return {"bound": bound.name, "kind": str(bound.kind), "guarantee": bound.guarantee,
-                "error": str(exc)}
+    except (OutsideConditionsError, BoundUnavailableError) as exc:
+        return {
+            "bound": bound.name,
+            "kind": str(bound.kind),
+            "guarantee": bound.guarantee,
+            "error": str(exc),
+        }
 
 
 def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
@@ -135,8 +145,10 @@ def _fmt(value: Any) -> str:
 
 
 def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
-    print(f"shuffled k-RR: n={mech.n} k={mech.k} eps0={_fmt(mech.eps0)}"
-          + (f" rounds={args.rounds}" if args.rounds != 1 else ""))
+    print(
+        f"shuffled k-RR: n={mech.n} k={mech.k} eps0={_fmt(mech.eps0)}"
+        + (f" rounds={args.rounds}" if args.rounds != 1 else "")
+    )
     if args.eps is not None:
         headers = ["bound", "eps", "delta", "delta_lower", "delta_upper", "what it is"]
         keys = ["bound", "eps", "delta", "delta_lower", "delta_upper", "guarantee"]
@@ -155,12 +167,9 @@ def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.N
         print("  ".join(cells) + "  " + r[-1])
     for row in rows:
         if "delta_x0_over_x1" in row:
-            print(f"single-bin directions: delta(x0||x1)={_fmt(row['delta_x0_over_x1'])} "
-                  f"delta(x1||x0)={_fmt(row['delta_x1_over_x0'])}")
+            print(
+                f"single-bin directions: delta(x0||x1)={_fmt(row['delta_x0_over_x1'])} "
+                f"delta(x1||x0)={_fmt(row['delta_x1_over_x0'])}"
+            )
         if "upper_from" in row:
             print(f"tight: upper from {row['upper_from']}, lower from {row['lower_from']}")
-
-
-def fail(message: str) -> int:
-    print(f"shuffledp account: error: {message}", file=sys.stderr)
-    return 2

@@ -111,7 +111,9 @@ def compose(
         if eps is not None:
             eps_v = require_eps(eps)
             value = float(composed.get_delta_for_epsilon(eps_v))
-            result = ComposedResult(rounds=rounds, eps=eps_v, delta=min(1.0, value), pair=member.name)
+            result = ComposedResult(
+                rounds=rounds, eps=eps_v, delta=min(1.0, value), pair=member.name
+            )
             better = best is None or result.delta < best.delta
         else:
             assert delta is not None

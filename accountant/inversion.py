@@ -105,8 +105,14 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
     delta = require_delta(delta)
     if isinstance(bound, Erlingsson | BlanketAnalytic):
         value = bound.eps_for(mech, delta)
-        return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=value,
-                         eps_lower=value, eps_upper=value)
+        return EpsResult(
+            bound=bound.name,
+            kind=bound.kind,
+            delta=delta,
+            eps=value,
+            eps_lower=value,
+            eps_upper=value,
+        )
     start = bound.zero_from(mech)
     start = mech.eps0 if math.isinf(start) else start
     if isinstance(bound, Tight):
@@ -121,8 +127,14 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
     eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
     eps_lower = smallest_eps_at_most(lower, delta, start, upper_side=False)
     headline = eps_lower if bound.kind is BoundKind.LOWER else eps_upper
-    return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=headline,
-                     eps_lower=eps_lower, eps_upper=eps_upper)
+    return EpsResult(
+        bound=bound.name,
+        kind=bound.kind,
+        delta=delta,
+        eps=headline,
+        eps_lower=eps_lower,
+        eps_upper=eps_upper,
+    )
 
 
 def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> EpsResult:
@@ -132,6 +144,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # best at the current best are skipped (one evaluation each instead of a search).
     best_upper, upper_name = math.inf, ""
     for member in _order_by_value(bound.upper_bounds(), mech, mech.eps0 / 4.0, "upper"):
+
         def up(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).upper
 
@@ -143,6 +156,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
     best_lower, lower_name = 0.0, "none"
     for member in _order_by_value(bound.lower_bounds(mech), mech, best_upper, "lower"):
+
         def low(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).lower
 
@@ -151,13 +165,22 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         value = smallest_eps_at_most(low, delta, start, upper_side=False)
         if value > best_lower:
             best_lower, lower_name = value, witness_name(member)
-    return EpsResult(bound=bound.name, kind=bound.kind, delta=delta, eps=best_upper,
-                     eps_lower=min(best_lower, best_upper), eps_upper=best_upper,
-                     extra={"upper_from": upper_name, "lower_from": lower_name})
+    return EpsResult(
+        bound=bound.name,
+        kind=bound.kind,
+        delta=delta,
+        eps=best_upper,
+        eps_lower=min(best_lower, best_upper),
+        eps_upper=best_upper,
+        extra={"upper_from": upper_name, "lower_from": lower_name},
+    )
 
 
-def _order_by_value(members: Sequence[Bound], mech: ShuffledKRR, eps: float, side: str) -> list[Bound]:
+def _order_by_value(
+    members: Sequence[Bound], mech: ShuffledKRR, eps: float, side: str
+) -> list[Bound]:
     """Members sorted so the likely winner (smallest upper / largest lower at eps) comes first."""
+
     def key(member: Bound) -> float:
         b = member.bracket(mech, eps)
         return b.upper if side == "upper" else -b.lower
@@ -165,9 +188,7 @@ def _order_by_value(members: Sequence[Bound], mech: ShuffledKRR, eps: float, sid
     return sorted(members, key=key)
 
 
-def calibrate_eps0(
-    n: int, k: int, eps: float, delta: float, bound: Bound | None = None
-) -> float:
+def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None = None) -> float:
     """The largest eps0 (to 1e-9 relative, rounded down) whose valid guarantee meets (eps, delta).
 
     Uses ``bound`` (default ``tight``, whose guarantee is delta_upper); only bounds that are valid

@@ -232,6 +232,8 @@ def _log_tail_sum(m: FloatArray, c: FloatArray, q: float) -> FloatArray:
                 r_log = np.log(np.maximum(cd - jd, 0.0)) - np.log(jd + 1.0) + log_odds
             r_log = np.minimum(r_log, -1e-12)
             rest = log_term[done] + r_log - log1mexp(-r_log)
-            log_total[done] = np.logaddexp(log_total[done], np.where(np.isfinite(rest), rest, -np.inf))
+            log_total[done] = np.logaddexp(
+                log_total[done], np.where(np.isfinite(rest), rest, -np.inf)
+            )
             active[done] = False
     return log_total

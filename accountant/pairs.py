@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,6 +47,10 @@ _FULL_SUPPORT_LIMIT = 20_000
 #: Outcomes summed one by one (as non-negative terms) at the start of each region; the rest of
 #: the region goes through binomial tails, whose difference loses precision to cancellation.
 DIRECT_TERMS = 48
+#: First-try window of the mixing law, in nats below its mode (about +-12.6 standard deviations);
+#: the mass outside is bounded and added to the upper side, and if that matters the full
+#: 745-nat window (nothing representable left out) is used instead.
+NARROW_DEPTH = 80.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +85,9 @@ def hockey_stick(log_p: npt.ArrayLike, log_q: npt.ArrayLike, eps: float) -> floa
     if not np.any(mask):
         return 0.0
     excess = loss[mask] - eps
-    log_terms = lp[mask] + np.where(np.isinf(excess), 0.0, log1mexp(np.where(np.isinf(excess), 1.0, excess)))
+    log_terms = lp[mask] + np.where(
+        np.isinf(excess), 0.0, log1mexp(np.where(np.isinf(excess), 1.0, excess))
+    )
     return float(np.exp(log_sum(log_terms)))
 
 
@@ -131,9 +138,11 @@ class CloneFormPair:
         if eps >= self.max_loss:
             return Bracket.exact_zero()
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
-            return self._delta(eps)
+            return _narrow_then_wide(
+                lambda depth: self._delta(eps, depth), self.n_others, self.clone_prob
+            )
 
-    def _delta(self, eps: float) -> Bracket:
+    def _delta(self, eps: float, depth: float) -> Bracket:
         e = math.exp(eps)
         p = self.p
         # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + (1-p) b(a),
@@ -143,46 +152,63 @@ class CloneFormPair:
         coef_hi = p - e * (1.0 - p)  # > 0 since eps < max_loss
         coef_lo = (1.0 - p) - e * p  # < 0
         ratio = -coef_lo / coef_hi
-        c, log_w, log_dropped, w_err = _mixing_window(self.n_others, self.clone_prob)
+        c, log_w, log_dropped, w_err = _mixing_window(self.n_others, self.clone_prob, depth)
         x = ratio * (c + 1.0) / (1.0 + ratio)
-        a_star = np.floor(x) + 1.0
-        # The first DIRECT_TERMS outcomes of each region are summed as non-negative terms.
-        a = a_star[:, None] + np.arange(DIRECT_TERMS)[None, :]
-        cc = np.broadcast_to(c[:, None], a.shape)
-        inside = a <= cc  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
-        log_b = log_binom_pmf(np.where(inside, a, 0.0), cc, 0.5)
+        # The top outcome a = c + 1 has loss log(p/(1-p)) > eps (inf for p = 1), so it is always
+        # in the region, even where x rounds up to c + 1 (huge eps).
+        a_star = np.minimum(np.floor(x) + 1.0, c + 1.0)
+        # Whole region a >= a* through tails: coef_hi P[b >= a* - 1] + coef_lo P[b >= a*].
+        l_hi = log_binom_sf(a_star - 1.0, c, 0.5)
+        l_lo = log_binom_sf(a_star, c, 0.5)
+        pos_c = log_w + math.log(coef_hi) + l_hi
+        neg_c = log_w + math.log(-coef_lo) + l_lo
+        # Where c carries weight, sum the first DIRECT_TERMS outcomes one by one instead (the
+        # tail difference loses precision to cancellation) and keep tails for the remainder.
+        core = _core(pos_c)
+        cc, xc, ac, wc = c[core], x[core], a_star[core], log_w[core]
+        a = ac[:, None] + np.arange(DIRECT_TERMS)[None, :]
+        c2 = np.broadcast_to(cc[:, None], a.shape)
+        inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
+        log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
         slope = math.log(coef_hi - coef_lo)
-        gap = np.where(inside, a - x[:, None], 1.0)
-        denom = np.where(inside, cc - a + 1.0, 1.0)
-        log_scale_ = log_w[:, None] + log_b + slope - np.log(denom)
+        gap = np.where(inside, a - xc[:, None], 1.0)
+        denom = np.where(inside, c2 - a + 1.0, 1.0)
+        log_scale_ = wc[:, None] + log_b + slope - np.log(denom)
         direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
         # Rounding of x moves (a - x) by a few ulp of x: an absolute error per term.
-        direct_err = np.where(inside, log_scale_ + np.log(4.5e-16 * (1.0 + x[:, None])), -np.inf)
+        direct_err = np.where(inside, log_scale_ + np.log(4.5e-16 * (1.0 + xc[:, None])), -np.inf)
         # If rounding put a* one too high, the outcome a* - 1 has a - x within a few ulp of 0.
         a_prev = a_star - 1.0
         ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= 4.5e-16 * (1.0 + x))
         prev_err = np.where(
             ok_prev,
-            log_w + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5) + slope
-            - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0)) + np.log(4.5e-16 * (1.0 + x)),
+            log_w
+            + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
+            + slope
+            - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
+            + np.log(4.5e-16 * (1.0 + x)),
             -np.inf,
         )
-        top = a == cc + 1.0
-        top_term = np.where(top, log_w[:, None] + math.log(coef_hi) + log_binom_pmf(cc, cc, 0.5), -np.inf)
+        top = a == c2 + 1.0
+        top_term = np.where(top, wc[:, None] + math.log(coef_hi) - c2 * math.log(2.0), -np.inf)
         direct = np.logaddexp(direct, top_term)
-        # Remainder a >= a* + DIRECT_TERMS: coef_hi P[b >= m - 1] + coef_lo P[b >= m].
-        m = a_star + DIRECT_TERMS
-        l_hi = log_binom_sf(m - 1.0, c, 0.5)
-        l_lo = log_binom_sf(m, c, 0.5)
-        pos = np.concatenate([direct.ravel(), log_w + math.log(coef_hi) + l_hi])
-        neg = log_w + math.log(-coef_lo) + l_lo
+        # Remainder a >= a* + DIRECT_TERMS for the core.
+        m = ac + DIRECT_TERMS
+        r_hi = log_binom_sf(m - 1.0, cc, 0.5)
+        r_lo = log_binom_sf(m, cc, 0.5)
+        rem_pos = wc + math.log(coef_hi) + r_hi
+        rem_neg = wc + math.log(-coef_lo) + r_lo
+        pos = np.concatenate([direct.ravel(), rem_pos, pos_c[~core]])
+        neg = np.concatenate([rem_neg, neg_c[~core]])
         err = [
             direct_err.ravel(),
             prev_err,
-            log_w + math.log(coef_hi) + l_hi + log_tail_relative_error(l_hi),
-            neg + log_tail_relative_error(l_lo),
+            rem_pos + log_tail_relative_error(r_hi),
+            rem_neg + log_tail_relative_error(r_lo),
+            pos_c[~core] + log_tail_relative_error(l_hi[~core]),
+            neg_c[~core] + log_tail_relative_error(l_lo[~core]),
         ]
-        w_err += log_weight_error(float(c[-1]), 0.5)
+        w_err += log_weight_error(float(c[-1]), 0.5) + _run_error(float(c[-1]))
         bracket = _combine(pos, neg, err, w_err, log_dropped, weight_per_difference=True)
         return bracket.scaled(self.scale)
 
@@ -242,16 +268,18 @@ class WangKRRPair:
             # The loss is largest at N1' = n, where it equals log(pt/pb) = eps0.
             return Bracket.exact_zero()
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
-            return self._delta(eps)
+            return _narrow_then_wide(
+                lambda depth: self._delta(eps, depth), self.mechanism.n - 1, 2.0 * self.mechanism.pb
+            )
 
-    def _delta(self, eps: float) -> Bracket:
+    def _delta(self, eps: float, depth: float) -> Bracket:
         mech = self.mechanism
         n = mech.n
         pt, pb = mech.pt, mech.pb
         r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
         e = math.exp(eps)
         q = 2.0 * pb
-        c, log_w, log_dropped, w_err = _mixing_window(n - 1, q)
+        c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth)
         # Observed total t = N1' + N2'. Split: u added (others' total t - 1) or not (total t):
         # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
         # b_{t-1}(a-1) = b_t(a) 2a/t and b_{t-1}(a) = b_t(a) 2(t-a)/t. So P - e^eps Q is b_t(a)
@@ -267,36 +295,53 @@ class WangKRRPair:
         s = r * (n - t) * pb / (1.0 - q)
         a_thr = (e * (pt * t + s) - (pb * t + s)) / ((pt - pb) * (1.0 + e))
         a_star = np.maximum(np.floor(a_thr) + 1.0, 0.0)
-        a = a_star[:, None] + np.arange(-1, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
-        tt = np.broadcast_to(t[:, None], a.shape)
-        inside = (a >= 0.0) & (a <= tt)
         slope = math.log((pt - pb) * (1.0 + e))
+        log_coef_neg = math.log((e - 1.0) * r) if r > 0.0 and e > 1.0 else -np.inf
+
+        def tails(
+            m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
+        ) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
+            """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
+            + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
+            l1 = log_binom_sf(m - 1.0, tt - 1.0, 0.5)
+            l2 = log_binom_sf(m, tt - 1.0, 0.5)
+            l3 = log_binom_sf(m, tt, 0.5)
+            pos_ = wp + math.log(pt - e * pb) + l1
+            neg2 = wp + math.log(e * pt - pb) + l2
+            neg3 = wh + log_coef_neg + l3
+            errs = [
+                pos_ + log_tail_relative_error(l1),
+                neg2 + log_tail_relative_error(l2),
+                neg3 + log_tail_relative_error(l3),
+            ]
+            return pos_, np.logaddexp(neg2, neg3), errs
+
+        pos_t, neg_t, err_t = tails(a_star, t, log_w_prev, log_w_here)
+        core = _core(pos_t)
+        tc, thr_c, ac, wpc = t[core], a_thr[core], a_star[core], log_w_prev[core]
+        a = ac[:, None] + np.arange(-1, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
+        t2 = np.broadcast_to(tc[:, None], a.shape)
+        inside = (a >= 0.0) & (a <= t2)
         log_scale_ = np.where(
             inside,
-            log_binom_pmf(np.where(inside, a, 0.0), tt, 0.5)
-            + log_w_prev[:, None] + math.log(2.0) - np.log(tt) + slope,
+            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1)
+            + wpc[:, None]
+            + math.log(2.0)
+            - np.log(t2)
+            + slope,
             -np.inf,
         )
-        gap = np.where(inside, a - a_thr[:, None], 1.0)
+        gap = np.where(inside, a - thr_c[:, None], 1.0)
         direct = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)[:, 1:]
-        rounding = 4.5e-16 * (1.0 + np.abs(a_thr) + t)[:, None]  # bound on the error of a - a_thr
+        rounding = 4.5e-16 * (1.0 + np.abs(thr_c) + tc)[:, None]  # bound on the error of a - a_thr
         # Terms in the region carry that error; the outcome just below a* only if it is that close.
         near = (gap > 0.0) | (np.abs(gap) <= rounding)
         direct_err = np.where(near, log_scale_ + np.log(rounding), -np.inf)
-        # Remainder a >= m = a* + DIRECT_TERMS through tails.
-        m = a_star + DIRECT_TERMS
-        l1 = log_binom_sf(m - 1.0, t - 1.0, 0.5)
-        l2 = log_binom_sf(m, t - 1.0, 0.5)
-        l3 = log_binom_sf(m, t, 0.5)
-        rem_pos = log_w_prev + math.log(pt - e * pb) + l1
-        neg_terms = [log_w_prev + math.log(e * pt - pb) + l2]
-        if r > 0.0 and e > 1.0:
-            neg_terms.append(log_w_here + math.log((e - 1.0) * r) + l3)
-        neg = np.logaddexp.reduce(np.vstack(neg_terms), axis=0)
-        pos = np.concatenate([direct.ravel(), rem_pos])
-        err = [direct_err.ravel(), rem_pos + log_tail_relative_error(l1)]
-        err += [term + log_tail_relative_error(np.maximum(l2, l3)) for term in neg_terms]
-        w_err += log_weight_error(float(t[-1]), 0.5)
+        rem_pos, rem_neg, rem_err = tails(ac + DIRECT_TERMS, tc, wpc, log_w_here[core])
+        pos = np.concatenate([direct.ravel(), rem_pos, pos_t[~core]])
+        neg = np.concatenate([rem_neg, neg_t[~core]])
+        err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t)]
+        w_err += log_weight_error(float(t[-1]), 0.5) + _run_error(float(t[-1]))
         # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
         return _combine(pos, neg, err, w_err, log_dropped)
 
@@ -358,8 +403,8 @@ def _single_bin_direction(
     coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
     """
     assert callable(log_tail)
-    log_b = {int(s): law.log_pmf(int(s)) for s in range(int(direct_s.min(initial=0)) - 1,
-                                                       int(direct_s.max(initial=0)) + 1)}
+    span = range(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else range(0)
+    log_b = {s: law.log_pmf(s) for s in span}
     # Error model: each log B value has absolute error at most abs_err (its weights' gammaln
     # errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
     # off by at most diff_err (the four gammaln values that differ, and two roundings). A term
@@ -397,9 +442,15 @@ def _single_bin_direction(
         diff_err = diff_base + 4.0 * ulp * (abs(main) + abs(other))
         errs.append(float(np.logaddexp(term + math.log(abs_err), lo_ + math.log(diff_err))))
     if upper:
-        (l_main, e_main), (l_other, e_other) = log_tail(remainder_from - 1), log_tail(remainder_from)
+        (l_main, e_main), (l_other, e_other) = (
+            log_tail(remainder_from - 1),
+            log_tail(remainder_from),
+        )
     else:
-        (l_main, e_main), (l_other, e_other) = log_tail(remainder_from), log_tail(remainder_from - 1)
+        (l_main, e_main), (l_other, e_other) = (
+            log_tail(remainder_from),
+            log_tail(remainder_from - 1),
+        )
     pos = np.asarray([*terms, math.log(coef_main) + l_main])
     neg = np.asarray([math.log(-coef_other) + l_other])
     err = np.asarray([*errs, math.log(coef_main) + e_main, math.log(-coef_other) + e_other])
@@ -477,13 +528,55 @@ class _TwoBinomialSum:
 # Shared pieces
 
 
-def _mixing_window(n_trials: int, q: float) -> tuple[FloatArray, FloatArray, float, float]:
-    """Support points c of Bin(n_trials, q) to sum over, their log weights, the log of the mass
-    left out, and the absolute error bound of the log weights."""
+def _narrow_then_wide(evaluate: Callable[[float], Bracket], n_trials: int, q: float) -> Bracket:
+    """Evaluate on a NARROW_DEPTH window of Bin(n_trials, q); if the mass it leaves out (added to
+    the upper side) is not negligible next to the value, evaluate on the full 745-nat window."""
+    narrow = evaluate(NARROW_DEPTH)
+    if n_trials + 1 <= _FULL_SUPPORT_LIMIT:
+        return narrow  # the whole support was used
+    log_dropped = binomial_window(n_trials, q, depth=NARROW_DEPTH)[2]
+    if narrow.lower > 0.0 and log_dropped <= math.log(narrow.lower) + math.log(1e-10):
+        return narrow
+    return evaluate(745.0)
+
+
+def _core(log_contribution: FloatArray, depth: float = 40.0) -> npt.NDArray[np.bool_]:
+    """The mixing points whose contribution is within e^-depth of the largest one."""
+    finite = np.isfinite(log_contribution)
+    if not np.any(finite):
+        return finite
+    return finite & (log_contribution >= np.max(log_contribution[finite]) - depth)
+
+
+def _log_pmf_run(start: FloatArray, c: FloatArray, length: int) -> FloatArray:
+    """log Bin(c, 1/2) at start, start + 1, ..., start + length - 1 (rows: one per c).
+
+    One gammaln-based value per row, then the exact ratio b(a+1)/b(a) = (c - a)/(a + 1); the
+    running sum adds at most :func:`_run_error` to each value's absolute error.
+    """
+    a = start[:, None] + np.arange(length)[None, :]
+    cc = np.broadcast_to(c[:, None], a.shape)
+    first = log_binom_pmf(start, c, 0.5)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        steps = np.log(np.maximum(cc[:, :-1] - a[:, :-1], 0.0)) - np.log(a[:, :-1] + 1.0)
+    run = np.concatenate([first[:, None], first[:, None] + np.cumsum(steps, axis=1)], axis=1)
+    return np.where((a >= 0.0) & (a <= cc), run, -np.inf)
+
+
+def _run_error(c_max: float) -> float:
+    """Absolute log error a :func:`_log_pmf_run` of DIRECT_TERMS steps can accumulate."""
+    return DIRECT_TERMS * 4.5e-16 * (2.0 + 2.0 * math.log(c_max + 2.0))
+
+
+def _mixing_window(
+    n_trials: int, q: float, depth: float
+) -> tuple[FloatArray, FloatArray, float, float]:
+    """Support points c of Bin(n_trials, q) to sum over (those within ``depth`` nats of the mode),
+    their log weights, the log of the mass left out, and the absolute error of the log weights."""
     if n_trials + 1 <= _FULL_SUPPORT_LIMIT:
         lo, hi, log_dropped = 0, n_trials, -math.inf
     else:
-        lo, hi, log_dropped = binomial_window(n_trials, q)
+        lo, hi, log_dropped = binomial_window(n_trials, q, depth=depth)
     c = np.arange(lo, hi + 1, dtype=np.float64)
     return c, log_binom_pmf(c, n_trials, q), log_dropped, log_weight_error(n_trials, q)
 

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shuffledp import __version__
 from shuffledp.accountant import cli as account_cli
-from shuffledp.accountant.bounds import OutsideConditionsError
+from shuffledp.accountant.bounds import BoundUnavailableError, OutsideConditionsError
 from shuffledp.accountant.mechanism import InvalidParameterError
 
 
@@ -35,7 +35,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except (InvalidParameterError, OutsideConditionsError) as exc:
+    except (InvalidParameterError, OutsideConditionsError, BoundUnavailableError) as exc:
         print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return code

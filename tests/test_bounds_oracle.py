@@ -10,6 +10,7 @@ One contract class per interface (upper bound, lower bound), subclassed per impl
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 
 import mpmath
@@ -64,7 +65,7 @@ class UpperBoundContract:
     def test_non_increasing_in_eps(self, n: int, k: int, eps0: float) -> None:
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)
         values = [self.make().delta(mech, e).delta_upper for e in [0.0, 0.05, 0.2, 0.5, 1.0, 1.9]]
-        assert all(a >= b for a, b in zip(values, values[1:], strict=False)), values
+        assert all(a >= b for a, b in itertools.pairwise(values)), values
 
 
 class LowerBoundContract:

