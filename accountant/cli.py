@@ -54,8 +54,12 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds != 1 and args.bound == "all":
         raise InvalidParameterError("--rounds goes with one bound, not --bound all")
     if args.bound == "all":
-        names = [b for b in BOUND_NAMES if not needs_nx0(b) or args.nx0 is not None]
-        rows = [_row_or_error(make_bound(name, args.nx0), mech, args) for name in names]
+        rows = [
+            _row_or_error(make_bound(name, args.nx0), mech, args)
+            if not needs_nx0(name) or args.nx0 is not None
+            else {"bound": name, "error": "needs --nx0 M (others holding x0)"}
+            for name in BOUND_NAMES
+        ]
         if args.json:
             print(json.dumps({"n": mech.n, "k": mech.k, "eps0": mech.eps0, "bounds": rows}))
         else:

@@ -84,7 +84,9 @@ def _illinois(
             margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
             x = min(max(x, lo + margin), hi - margin)
         else:
-            x = lo + 0.5 * width
+            # fn(hi) = 0 (beyond the largest loss) gives no slope: step toward lo, where delta
+            # drops fastest, rather than halving.
+            x = lo + (0.25 if ghi == -math.inf else 0.5) * width
         fx = fn(x)
         gx = g(fx)
         if fx > target:
@@ -125,7 +127,7 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
         return bound.bracket(mech, eps).lower
 
     eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
-    eps_lower = smallest_eps_at_most(lower, delta, start, upper_side=False)
+    eps_lower = _lower_near(lower, delta, start, eps_upper)
     headline = eps_lower if bound.kind is BoundKind.LOWER else eps_upper
     return EpsResult(
         bound=bound.name,
@@ -135,6 +137,17 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
         eps_lower=eps_lower,
         eps_upper=eps_upper,
     )
+
+
+def _lower_near(fn: Callable[[float], float], target: float, start: float, near: float) -> float:
+    """The lower-side crossing of fn, which lies at or below ``near`` (the upper side's crossing,
+    since fn is a lower value of the same bracket): look just below it before searching afresh."""
+    if math.isfinite(near) and near > 0.0:
+        lo = max(near - 1e-6 * (1.0 + near), 0.0)
+        f_lo, f_near = fn(lo), fn(near)
+        if f_lo > target >= f_near:
+            return _illinois(fn, target, lo, near, f_lo, f_near)[0]
+    return smallest_eps_at_most(fn, target, start, upper_side=False)
 
 
 def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> EpsResult:
@@ -205,6 +218,8 @@ def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None
 
     def meets(eps0: float) -> bool:
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+        if isinstance(bound, Tight):
+            return bound.upper_only(mech, eps) <= delta  # the lower side is not needed here
         return bound.bracket(mech, eps).upper <= delta
 
     lo = max(eps, 1e-6)

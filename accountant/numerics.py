@@ -80,7 +80,9 @@ def log_weight_error(c: float, q: float) -> float:
     c * |log q| + c * |log(1-q)| bounds the power terms.
     """
     log_q, log_1mq = _log_q_pair(q)
-    magnitude = 3.0 * float(gammaln(c + 1.0)) + c * (abs(log_q) + abs(log_1mq)) + 10.0
+    # With q in {0, 1} the pmf puts all mass on one point; 0 * log 0 = 0 there.
+    powers = sum(c * abs(v) for v in (log_q, log_1mq) if math.isfinite(v))
+    magnitude = 3.0 * float(gammaln(c + 1.0)) + powers + 10.0
     return GAMMALN_RELERR * magnitude
 
 

@@ -58,6 +58,10 @@ class Tight(Bound):
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         return self._evaluate(mech, eps)[0]
 
+    def upper_only(self, mech: ShuffledKRR, eps: float) -> float:
+        """delta_upper alone (the valid guarantee), without computing the lower side."""
+        return min(bound.bracket(mech, eps).upper for bound in self.upper_bounds())
+
     def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str]:
         best_upper, upper_name = math.inf, ""
         for bound in self.upper_bounds():

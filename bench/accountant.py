@@ -14,6 +14,7 @@ Run: .venv/bin/python bench/accountant.py [--quick]
 from __future__ import annotations
 
 import argparse
+import functools
 import resource
 import statistics
 import time
@@ -66,8 +67,8 @@ def main() -> None:
         f"{'bound':18} {'delta(0.05)':>12} {'ms':>9} {'MiB':>7}   {'eps(1e-6)':>10} {'s':>7} {'MiB':>7}"
     )
     for bound in bounds:
-        t_d, m_d = timed(lambda b=bound: b.delta(mech, 0.05), repeat)
-        t_e, m_e = timed(lambda b=bound: eps_for_delta(b, mech, 1e-6), repeat)
+        t_d, m_d = timed(functools.partial(bound.delta, mech, 0.05), repeat)
+        t_e, m_e = timed(functools.partial(eps_for_delta, bound, mech, 1e-6), repeat)
         d = bound.delta(mech, 0.05).delta
         e = eps_for_delta(bound, mech, 1e-6).eps
         print(
@@ -89,7 +90,7 @@ def main() -> None:
     print("\nmemory per call vs n (clones delta(0.05)): O(sqrt(n)) expected")
     for n in [10**4, 10**5, 10**6, 10**7, 10**8]:
         m = ShuffledKRR(n=n, k=15, eps0=4.0)
-        t, mib = timed(lambda m=m: Clones().delta(m, 0.05), 1)
+        t, mib = timed(functools.partial(Clones().delta, m, 0.05), 1)
         print(f"  n = {n:>9}: {t * 1e3:8.1f} ms, peak {mib:8.2f} MiB")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nwhole-process peak RSS: {rss:.0f} MiB")

@@ -232,8 +232,11 @@ def test_bound_all_json_analytic_bounds_inside_their_conditions(
     gamma = k / (math.exp(eps0) + k - 1)
     expected = 2 * math.exp(-(n - 1) * gamma * eps**2 / (14 * k))  # = 0.2017
     assert rows["blanket-analytic"]["delta"] == pytest.approx(expected, rel=1e-12)
-    # Without --nx0 the two nx0 bounds cannot be evaluated; every other bound is listed.
-    assert set(rows) == {b for b in BOUND_NAMES if b not in ("single-bin", "biswas-literal")}
+    # Every bound is listed; without --nx0 the two nx0 bounds are refused with the reason.
+    assert set(rows) == set(BOUND_NAMES)
+    for name in ("single-bin", "biswas-literal"):
+        assert "delta" not in rows[name]
+        assert "--nx0" in rows[name]["error"]
 
 
 @pytest.mark.parametrize("target", [["--eps", "0.1"], ["--delta", "1e-6"]])
