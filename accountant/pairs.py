@@ -403,8 +403,10 @@ def _single_bin_direction(
     coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
     """
     assert callable(log_tail)
-    span = range(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else range(0)
-    log_b = {s: law.log_pmf(s) for s in span}
+    span = np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else np.arange(0)
+    log_b = (
+        dict(zip(span.tolist(), law.log_pmf_many(span).tolist(), strict=True)) if span.size else {}
+    )
     # Error model: each log B value has absolute error at most abs_err (its weights' gammaln
     # errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
     # off by at most diff_err (the four gammaln values that differ, and two roundings). A term
@@ -491,6 +493,12 @@ class _TwoBinomialSum:
         if s < 0 or s > self.n_max:
             return -math.inf
         return float(log_sum(self.log_py + log_binom_pmf(s - self.y, self.n_in, self.q_in)))
+
+    def log_pmf_many(self, s: npt.NDArray[np.int64]) -> FloatArray:
+        """log B at each of the points s, in one vectorised pass."""
+        ss = np.asarray(s, dtype=np.float64)[:, None]
+        grid = self.log_py[None, :] + log_binom_pmf(ss - self.y[None, :], self.n_in, self.q_in)
+        return log_sum(grid, axis=1)
 
     def log_sf(self, m: int) -> tuple[float, float]:
         """(log P[B >= m], log of its error bound)."""
