@@ -11,6 +11,7 @@ See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 """
 
 from .bounds import (
+    AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
     Bound,
@@ -28,12 +29,13 @@ from .bounds import (
 from .composition import ComposedResult, compose
 from .inversion import EpsResult, calibrate_eps0, eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
-from .pairs import Bracket, CloneFormPair, WangKRRPair, hockey_stick, hockey_stick_both
+from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
 from .registry import BOUND_NAMES, make_bound, needs_nx0
 from .tight import Tight
 
 __all__ = [
     "BOUND_NAMES",
+    "AllOthersX0",
     "BiswasLiteral",
     "BlanketAnalytic",
     "Bound",
@@ -53,8 +55,8 @@ __all__ = [
     "SingleBin",
     "StrongAdversary",
     "Tight",
+    "TwoCountPair",
     "WangKRR",
-    "WangKRRPair",
     "calibrate_eps0",
     "compose",
     "eps_for_delta",

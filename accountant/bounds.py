@@ -23,7 +23,7 @@ from enum import StrEnum
 
 from .biswas_literal import BoundUnavailableError as BoundUnavailableError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from .pairs import Bracket, CloneFormPair, WangKRRPair, single_bin_delta
+from .pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
 
 
 class BoundKind(StrEnum):
@@ -191,7 +191,31 @@ class WangKRR(Bound):
                 "wang-krr is the exact delta of a dataset where every other user holds a third "
                 f"value, which needs k >= 3, got k={mech.k}; it is not a valid upper bound"
             )
-        return WangKRRPair(mechanism=mech).delta(eps)
+        return TwoCountPair.wang(mech).delta(eps)
+
+
+class AllOthersX0(Bound):
+    """The exact delta of the whole released histogram for the dataset in which every other user
+    holds x0 (u holds x0 or x1), both directions.
+
+    The others' counts of x0 and x1 are Mult(n-1; pt, pb); every other value is reported by them
+    and by u w.p. pb each, so given their total those counts are uniform under both datasets and
+    (N_x0, N_x1) is sufficient: the pair is :class:`TwoCountPair` (pt, pb), and the reverse
+    direction is (pb, pt) (swap x0 and x1). An exact delta of a concrete dataset, so a lower
+    bound on the worst case, for every k >= 2. The exhaustive oracle finds it is the worst
+    dataset in several small cases (n=4, k=3, eps0=0.5, eps=0.3: 0.0124612).
+    """
+
+    name = "all-others-x0"
+    kind = BoundKind.LOWER
+    guarantee = (
+        "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x0')"
+    )
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        forward = TwoCountPair(mechanism=mech, alpha=mech.pt, beta=mech.pb).delta(eps)
+        reverse = TwoCountPair(mechanism=mech, alpha=mech.pb, beta=mech.pt).delta(eps)
+        return Bracket(max(forward.lower, reverse.lower), max(forward.upper, reverse.upper))
 
 
 @dataclass(frozen=True, slots=True)

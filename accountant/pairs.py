@@ -254,22 +254,36 @@ class CloneFormPair:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class WangKRRPair:
-    """Others (N1, N2) ~ Mult(n-1; pb, pb); under P user u adds to N1 w.p. pt and to N2 w.p. pb,
-    under Q to N1 w.p. pb and to N2 w.p. pt, otherwise (w.p. r = 1 - pt - pb) to neither; the view
-    is (N1', N2'). Symmetric under swapping N1 and N2, so H(P||Q) = H(Q||P).
+class TwoCountPair:
+    """Others' counts (A, B) ~ Mult(n-1; alpha, beta); under P user u adds 1 to A w.p. pt and to
+    B w.p. pb, under Q to A w.p. pb and to B w.p. pt, otherwise (w.p. r = 1 - pt - pb) to
+    neither; the view is (A', B'). H(P||Q) is computed; H(Q||P) is that of (beta, alpha).
+
+    * alpha = beta = pb: Wang et al.'s k-RR pair, the counts of x0 and x1 when every other user
+      holds a third value (symmetric);
+    * alpha = pt, beta = pb: the exact delta of the whole histogram when every other user holds
+      x0 (the other values' counts are uniform given their total under both datasets, so
+      (N_x0, N_x1) is sufficient), for any k; (pb, pt): every other user holds x1.
     """
 
     mechanism: ShuffledKRR
+    alpha: float
+    beta: float
+
+    @classmethod
+    def wang(cls, mech: ShuffledKRR) -> TwoCountPair:
+        return cls(mechanism=mech, alpha=mech.pb, beta=mech.pb)
 
     def delta(self, eps: float) -> Bracket:
-        """A bracket on H_eps(P || Q) (= H_eps(Q || P)); exactly 0 for eps >= eps0."""
+        """A bracket on H_eps(P || Q); exactly 0 for eps >= eps0."""
         if eps >= self.mechanism.eps0:
-            # The loss is largest at N1' = n, where it equals log(pt/pb) = eps0.
+            # The loss is largest at A' = n, where it is below log(pt/pb) = eps0.
             return Bracket.exact_zero()
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
             return _narrow_then_wide(
-                lambda depth: self._delta(eps, depth), self.mechanism.n - 1, 2.0 * self.mechanism.pb
+                lambda depth: self._delta(eps, depth),
+                self.mechanism.n - 1,
+                self.alpha + self.beta,
             )
 
     def _delta(self, eps: float, depth: float) -> Bracket:
@@ -278,24 +292,28 @@ class WangKRRPair:
         pt, pb = mech.pt, mech.pb
         r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
         e = math.exp(eps)
-        q = 2.0 * pb
+        q = self.alpha + self.beta  # others' total C = A + B ~ W = Bin(n-1, q)
+        theta = self.alpha / q  # A | C = c ~ b_c = Bin(c, theta)
         c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth)
-        # Observed total t = N1' + N2'. Split: u added (others' total t - 1) or not (total t):
+        # Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
         # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
-        # b_{t-1}(a-1) = b_t(a) 2a/t and b_{t-1}(a) = b_t(a) 2(t-a)/t. So P - e^eps Q is b_t(a)
-        # times a linear function of a:
-        #   P - e Q = b_t(a) W(t-1) (2/t) (pt - pb)(1 + e) (a - a_thr(t)),
-        #   a_thr = (e (pt t + s) - (pb t + s)) / ((pt - pb)(1 + e)),  s = r (n - t) pb / (1 - 2pb)
-        # (s = r W(t) / (W(t-1) 2/t)); the loss is monotone in a, the region is a > a_thr.
+        # b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
+        # P - e^eps Q is b_t(a) times a linear function of a, increasing (eps < eps0):
+        #   P - e Q = b_t(a) (W(t-1)/t) g (a - a_thr(t)),
+        #   g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
+        #   a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
+        # (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
         t = np.arange(c[0], c[-1] + 2.0)
         t = t[t >= 1.0]  # t = 0 has one outcome with equal mass under P and Q
         log_w_prev = log_binom_pmf(t - 1.0, n - 1, q)  # W(t-1)
         in_window = (t >= c[0]) & (t <= c[-1])
         log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q), -np.inf)  # W(t)
-        s = r * (n - t) * pb / (1.0 - q)
-        a_thr = (e * (pt * t + s) - (pb * t + s)) / ((pt - pb) * (1.0 + e))
+        g = (pt - e * pb) / theta + (e * pt - pb) / (1.0 - theta)
+        # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
+        s = r * (n - t) * q / (1.0 - q) if r > 0.0 else np.zeros_like(t)
+        a_thr = ((e * pt - pb) * t / (1.0 - theta) + (e - 1.0) * s) / g
         a_star = np.maximum(np.floor(a_thr) + 1.0, 0.0)
-        slope = math.log((pt - pb) * (1.0 + e))
+        slope = math.log(g)
         log_coef_neg = math.log((e - 1.0) * r) if r > 0.0 and e > 1.0 else -np.inf
 
         def tails(
@@ -303,9 +321,9 @@ class WangKRRPair:
         ) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
             """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
             + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
-            l1 = log_binom_sf(m - 1.0, tt - 1.0, 0.5)
-            l2 = log_binom_sf(m, tt - 1.0, 0.5)
-            l3 = log_binom_sf(m, tt, 0.5)
+            l1 = log_binom_sf(m - 1.0, tt - 1.0, theta)
+            l2 = log_binom_sf(m, tt - 1.0, theta)
+            l3 = log_binom_sf(m, tt, theta)
             pos_ = wp + math.log(pt - e * pb) + l1
             neg2 = wp + math.log(e * pt - pb) + l2
             neg3 = wh + log_coef_neg + l3
@@ -324,11 +342,7 @@ class WangKRRPair:
         inside = (a >= 0.0) & (a <= t2)
         log_scale_ = np.where(
             inside,
-            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1)
-            + wpc[:, None]
-            + math.log(2.0)
-            - np.log(t2)
-            + slope,
+            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, theta) + wpc[:, None] - np.log(t2) + slope,
             -np.inf,
         )
         gap = np.where(inside, a - thr_c[:, None], 1.0)
@@ -341,7 +355,7 @@ class WangKRRPair:
         pos = np.concatenate([direct.ravel(), rem_pos, pos_t[~core]])
         neg = np.concatenate([rem_neg, neg_t[~core]])
         err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t)]
-        w_err += log_weight_error(float(t[-1]), 0.5) + _run_error(float(t[-1]))
+        w_err += log_weight_error(float(t[-1]), theta) + _run_error(float(t[-1]), theta)
         # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
         return _combine(pos, neg, err, w_err, log_dropped)
 
@@ -560,24 +574,26 @@ def _core(log_contribution: FloatArray, depth: float = 12.0) -> npt.NDArray[np.b
     return finite & (log_contribution >= np.max(log_contribution[finite]) - depth)
 
 
-def _log_pmf_run(start: FloatArray, c: FloatArray, length: int) -> FloatArray:
-    """log Bin(c, 1/2) at start, start + 1, ..., start + length - 1 (rows: one per c).
+def _log_pmf_run(start: FloatArray, c: FloatArray, length: int, q: float = 0.5) -> FloatArray:
+    """log Bin(c, q) at start, start + 1, ..., start + length - 1 (rows: one per c).
 
-    One gammaln-based value per row, then the exact ratio b(a+1)/b(a) = (c - a)/(a + 1); the
-    running sum adds at most :func:`_run_error` to each value's absolute error.
+    One gammaln-based value per row, then the exact ratio b(a+1)/b(a) = (c - a) q / ((a + 1)(1 - q));
+    the running sum adds at most :func:`_run_error` to each value's absolute error.
     """
     a = start[:, None] + np.arange(length)[None, :]
     cc = np.broadcast_to(c[:, None], a.shape)
-    first = log_binom_pmf(start, c, 0.5)
+    first = log_binom_pmf(start, c, q)
+    log_odds = math.log(q) - math.log1p(-q)
     with np.errstate(divide="ignore", invalid="ignore"):
-        steps = np.log(np.maximum(cc[:, :-1] - a[:, :-1], 0.0)) - np.log(a[:, :-1] + 1.0)
+        steps = np.log(np.maximum(cc[:, :-1] - a[:, :-1], 0.0)) - np.log(a[:, :-1] + 1.0) + log_odds
     run = np.concatenate([first[:, None], first[:, None] + np.cumsum(steps, axis=1)], axis=1)
     return np.where((a >= 0.0) & (a <= cc), run, -np.inf)
 
 
-def _run_error(c_max: float) -> float:
+def _run_error(c_max: float, q: float = 0.5) -> float:
     """Absolute log error a :func:`_log_pmf_run` of DIRECT_TERMS steps can accumulate."""
-    return DIRECT_TERMS * 4.5e-16 * (2.0 + 2.0 * math.log(c_max + 2.0))
+    log_odds = abs(math.log(q) - math.log1p(-q))
+    return DIRECT_TERMS * 4.5e-16 * (2.0 + 2.0 * math.log(c_max + 2.0) + log_odds)
 
 
 def _mixing_window(

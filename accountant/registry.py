@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from .bounds import (
+    AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
     Bound,
@@ -26,6 +27,7 @@ _FACTORIES: dict[str, Callable[[int | None], Bound]] = {
     "clones": lambda _: Clones(),
     "krr-clones": lambda _: KRRClones(),
     "wang-krr": lambda _: WangKRR(),
+    "all-others-x0": lambda _: AllOthersX0(),
     "erlingsson": lambda _: Erlingsson(),
     "blanket-analytic": lambda _: BlanketAnalytic(),
     "single-bin": lambda nx0: SingleBin(_nx0(nx0, "single-bin")),

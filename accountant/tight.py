@@ -3,8 +3,9 @@
 * delta_upper: the minimum of the valid numerical upper bounds (strong-adversary, clones,
   krr-clones), each at the top of its numerical bracket. This is the reported guarantee.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
-  its numerical bracket: (a) every other user holds a third value (= the wang-krr pair, k >= 3) and
-  (b) the exact single-bin delta (a post-processing of the histogram) over a set of nx0 values,
+  its numerical bracket: every other user holds x0 (the whole histogram's exact delta, both
+  directions), every other user holds a third value (the wang-krr pair, k >= 3), and
+  the exact single-bin delta (a post-processing of the histogram) over a set of nx0 values,
   every nx0 when n <= :data:`ALL_NX0_UP_TO`. Any dataset's exact delta is a lower bound, so a
   subset of nx0 values still gives one.
 """
@@ -15,6 +16,7 @@ import math
 
 from .bounds import (
     UPPER_BOUNDS,
+    AllOthersX0,
     Bound,
     BoundKind,
     CloneFormBound,
@@ -50,9 +52,10 @@ class Tight(Bound):
         return [cls() for cls in UPPER_BOUNDS]
 
     def lower_bounds(self, mech: ShuffledKRR) -> list[Bound]:
-        members: list[Bound] = [SingleBin(nx0) for nx0 in single_bin_candidates(mech.n)]
+        members: list[Bound] = [AllOthersX0()]
         if mech.k >= 3:
             members.append(WangKRR())
+        members += [SingleBin(nx0) for nx0 in single_bin_candidates(mech.n)]
         return members
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:

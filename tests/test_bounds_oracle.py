@@ -17,6 +17,7 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import (
+    AllOthersX0,
     Bound,
     Clones,
     KRRClones,
@@ -170,3 +171,38 @@ def test_strong_adversary_is_never_zero() -> None:
     mech = ShuffledKRR(n=5, k=3, eps0=1.0)
     assert StrongAdversary().bracket(mech, 30.0).lower > 0
     assert math.isinf(StrongAdversary().zero_from(mech))
+
+
+class TestAllOthersX0AsLowerBound(LowerBoundContract):
+    def make(self) -> Bound:
+        return AllOthersX0()
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "eps0", "eps"),
+    [
+        (n, k, e0, e)
+        for (n, k) in [(2, 2), (3, 3), (4, 3), (5, 4), (6, 2), (7, 3)]
+        for e0 in (0.5, 2.0)
+        for e in (0.0, 0.3, 1.0)
+    ],
+)
+def test_all_others_x0_is_that_datasets_exact_delta(
+    n: int, k: int, eps0: float, eps: float
+) -> None:
+    """Against the oracle's full-histogram enumeration for others = (0, ..., 0): both directions."""
+    with mpmath.workdps(oracle.DPS):
+        d01, d10 = oracle.dataset_delta_pair((0,) * (n - 1), k, mpmath.mpf(eps0), mpmath.mpf(eps))
+        truth = float(max(d01, d10))
+    b = AllOthersX0().bracket(ShuffledKRR(n=n, k=k, eps0=eps0), eps)
+    assert b.lower <= truth * (1 + REL) + 1e-300
+    assert b.upper >= truth * (1 - REL)
+    assert b.upper == pytest.approx(truth, rel=1e-9, abs=1e-300)
+
+
+def test_tight_lower_reaches_the_worst_case_at_the_published_counterexample() -> None:
+    """n=4, k=3, eps0=0.5, eps=0.3: the worst dataset is 'all others hold x0' (0.0124612), which
+    the lower side now computes exactly, so the bracket's lower end is the truth."""
+    result = Tight().delta(ShuffledKRR(n=4, k=3, eps0=0.5), 0.3)
+    assert result.delta_lower == pytest.approx(true_delta(4, 3, 0.5, 0.3), rel=1e-9)
+    assert result.extra["lower_from"] == "all-others-x0"

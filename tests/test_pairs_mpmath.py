@@ -11,7 +11,7 @@ from typing import Any
 import mpmath
 import pytest
 
-from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant import ShuffledKRR, TwoCountPair
 from shuffledp.accountant.bounds import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
 from tests import mpmath_pairs
 
@@ -96,3 +96,49 @@ def test_symmetric_pairs_are_symmetric() -> None:
     ]:
         with mpmath.workdps(60):
             assert abs(d01 - d10) <= mpmath.mpf("1e-50") * d01
+
+
+def _mp_two_count(n: int, k: int, eps0: float, alpha_is_pt: bool, eps: float) -> Any:
+    """H_eps(P || Q) of the two-count pair by direct 60-digit enumeration of every (A', B').
+
+    Others (A, B, rest) ~ Mult(n-1; alpha, beta, 1 - alpha - beta); u adds to A w.p. pt (P) or
+    pb (Q), to B w.p. pb (P) or pt (Q), else to neither. (alpha, beta) = (pt, pb) when
+    alpha_is_pt (dataset: every other user holds x0), else (pb, pt).
+    """
+    with mpmath.workdps(60):
+        e0 = mpmath.exp(mpmath.mpf(eps0))
+        pt, pb = e0 / (e0 + k - 1), 1 / (e0 + k - 1)
+        alpha, beta = (pt, pb) if alpha_is_pt else (pb, pt)
+        rest_o = 1 - alpha - beta
+        rest_u = 1 - pt - pb
+        m = n - 1
+        fact = [mpmath.factorial(i) for i in range(m + 1)]
+
+        def mult(a: int, b: int) -> Any:
+            if a < 0 or b < 0 or a + b > m:
+                return mpmath.mpf(0)
+            c = m - a - b
+            return fact[m] / (fact[a] * fact[b] * fact[c]) * alpha**a * beta**b * rest_o**c
+
+        table = {(a, b): mult(a, b) for a in range(-1, m + 2) for b in range(-1, m + 2)}
+        total = mpmath.mpf(0)
+        ee = mpmath.exp(mpmath.mpf(eps))
+        for a in range(n + 1):
+            for b in range(n + 1 - a):
+                p = pt * table[(a - 1, b)] + pb * table[(a, b - 1)] + rest_u * table[(a, b)]
+                q = pb * table[(a - 1, b)] + pt * table[(a, b - 1)] + rest_u * table[(a, b)]
+                if p > ee * q:
+                    total += p - ee * q
+        return total
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "eps0", "eps"),
+    [(100, 4, 1.0, 0.1), (120, 2, 0.7, 0.05), (150, 10, 2.0, 0.5), (200, 3, 3.0, 2.5)],
+)
+@pytest.mark.parametrize("alpha_is_pt", [True, False])
+def test_two_count_pair(n: int, k: int, eps0: float, eps: float, alpha_is_pt: bool) -> None:
+    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+    alpha, beta = (mech.pt, mech.pb) if alpha_is_pt else (mech.pb, mech.pt)
+    got = TwoCountPair(mechanism=mech, alpha=alpha, beta=beta).delta(eps)
+    _check(got, _mp_two_count(n, k, eps0, alpha_is_pt, eps), eps, eps0)
