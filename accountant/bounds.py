@@ -240,17 +240,20 @@ class SingleBin(Bound):
     kind = BoundKind.DATASET_SPECIFIC
     guarantee = "exact for the count of x0 alone at this nx0; informative, not a guarantee"
 
-    def __init__(self, nx0: int) -> None:
+    def __init__(self, nx0: int, *, quick_lower: bool = False) -> None:
+        """quick_lower: never widen the window (a cheaper bracket whose lower side stays valid),
+        for use as a lower-bound candidate inside ``tight``."""
         if isinstance(nx0, bool) or not isinstance(nx0, int):
             raise InvalidParameterError(f"nx0 must be an integer, got {nx0!r}")
         self.nx0 = nx0
+        self.quick_lower = quick_lower
 
     def directions(self, mech: ShuffledKRR, eps: float) -> SingleBinDirections:
         if not 0 <= self.nx0 <= mech.n - 1:
             raise InvalidParameterError(
                 f"nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}"
             )
-        d01, d10 = single_bin_delta(mech, self.nx0, eps)
+        d01, d10 = single_bin_delta(mech, self.nx0, eps, widen=not self.quick_lower)
         return SingleBinDirections(d01, d10)
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:

@@ -12,7 +12,7 @@ is found by bisection. The safe side depends on what the function bounds:
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson
@@ -156,7 +156,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # l(eps) > target implies the true delta(eps) > target. Members that cannot beat the current
     # best at the current best are skipped (one evaluation each instead of a search).
     best_upper, upper_name = math.inf, ""
-    for member in _order_by_value(bound.upper_bounds(), mech, mech.eps0 / 4.0, "upper"):
+    for member in bound.upper_bounds():
 
         def up(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).upper
@@ -168,16 +168,16 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
     best_lower, lower_name = 0.0, "none"
-    for member in _order_by_value(bound.lower_bounds(mech), mech, best_upper, "lower"):
+    for candidate in bound.lower_bounds(mech):
 
-        def low(e: float, m: Bound = member) -> float:
+        def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower
 
         if low(best_lower) <= delta:
             continue  # its crossing is at or below best_lower: it cannot raise the maximum
         value = smallest_eps_at_most(low, delta, start, upper_side=False)
         if value > best_lower:
-            best_lower, lower_name = value, witness_name(member)
+            best_lower, lower_name = value, witness_name(candidate)
     return EpsResult(
         bound=bound.name,
         kind=bound.kind,
@@ -187,18 +187,6 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         eps_upper=best_upper,
         extra={"upper_from": upper_name, "lower_from": lower_name},
     )
-
-
-def _order_by_value(
-    members: Sequence[Bound], mech: ShuffledKRR, eps: float, side: str
-) -> list[Bound]:
-    """Members sorted so the likely winner (smallest upper / largest lower at eps) comes first."""
-
-    def key(member: Bound) -> float:
-        b = member.bracket(mech, eps)
-        return b.upper if side == "upper" else -b.lower
-
-    return sorted(members, key=key)
 
 
 def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None = None) -> float:

@@ -364,13 +364,19 @@ class TwoCountPair:
 # The seed paper's single-bin model, exactly
 
 
-def single_bin_delta(mech: ShuffledKRR, nx0: int, eps: float) -> tuple[Bracket, Bracket]:
+def single_bin_delta(
+    mech: ShuffledKRR, nx0: int, eps: float, *, widen: bool = True
+) -> tuple[Bracket, Bracket]:
     """(H(P0||P1), H(P1||P0)) for the count of x0 alone (Biswas, Jung, Palamidessi, eqs. 12-13).
 
     B = Bin(nx0, pt) + Bin(n-1-nx0, pb) is the others' count of x0; P0 = B + Bern(pt) (u holds
     x0), P1 = B + Bern(pb) (u holds x1). B is log-concave, so rho(s) = B(s-1)/B(s) increases in s
     and each direction's region is a tail of s; B's tails are sums over the narrower component of
     the wider component's binomial tails.
+
+    The outer component is first cut NARROW_DEPTH nats below its mode; if the error that cut can
+    cause is not negligible, it is recomputed on the 745-nat window, unless widen=False (a
+    cheaper, wider bracket whose lower side stays valid, for quick lower bounds).
     """
     n = mech.n
     if not 0 <= nx0 <= n - 1:
@@ -378,7 +384,22 @@ def single_bin_delta(mech: ShuffledKRR, nx0: int, eps: float) -> tuple[Bracket, 
     if eps >= mech.eps0:
         # Both losses are bounded by eps0 in absolute value (k-RR is eps0-LDP).
         return Bracket.exact_zero(), Bracket.exact_zero()
-    law = _TwoBinomialSum(nx0, mech.pt, n - 1 - nx0, mech.pb)
+    narrow = _single_bin_at(mech, nx0, eps, NARROW_DEPTH)
+    lowest = min(narrow[0].lower, narrow[1].lower) if narrow[1].upper > 0.0 else narrow[0].lower
+    negligible = lowest > 0.0 and narrow[2] <= math.log(lowest) + math.log(1e-10)
+    if not widen or narrow[2] == -math.inf or negligible:
+        return narrow[0], narrow[1]
+    wide = _single_bin_at(mech, nx0, eps, 745.0)
+    return wide[0], wide[1]
+
+
+def _single_bin_at(
+    mech: ShuffledKRR, nx0: int, eps: float, depth: float
+) -> tuple[Bracket, Bracket, float]:
+    """Both directions with the outer component cut ``depth`` nats below its mode, and the log of
+    the error term that cut contributes (-inf when nothing was cut)."""
+    n = mech.n
+    law = _TwoBinomialSum(nx0, mech.pt, n - 1 - nx0, mech.pb, depth)
     pt, pb = mech.pt, mech.pb
     e = math.exp(eps)
     # Direction 0||1: the term at s is a B(s-1) + b B(s) with a = pt - e pb > 0,
@@ -390,14 +411,15 @@ def single_bin_delta(mech: ShuffledKRR, nx0: int, eps: float) -> tuple[Bracket, 
     # Direction 1||0: the term is c B(s-1) + d B(s), c = pb - e pt < 0, d = (1-pb) - e (1-pt);
     # positive iff rho(s) < R1 = d / -c: a head s <= s1 (none if d <= 0).
     c10, d10_coef = pb - e * pt, (1.0 - pb) - e * (1.0 - pt)
+    cut = _cut_error(law, e)
     if d10_coef <= 0.0:
-        return d01, Bracket.exact_zero()
+        return d01, Bracket.exact_zero(), cut
     s1 = law.first_s_with_log_rho_above(math.log(d10_coef) - math.log(-c10), inclusive=True) - 1
     direct = np.arange(max(s1 - DIRECT_TERMS + 1, 0), s1 + 1)
     d10 = _single_bin_direction(
         law, d10_coef, c10, direct, law.log_cdf, s1 - DIRECT_TERMS, upper=False
     )
-    return d01, d10
+    return d01, d10, cut
 
 
 def _single_bin_direction(
@@ -472,10 +494,16 @@ def _single_bin_direction(
     err = np.asarray([*errs, math.log(coef_main) + e_main, math.log(-coef_other) + e_other])
     # Truncating the outer component's support perturbs each B value and tail by at most the
     # dropped mass; (1 + e^eps) times it per term (<= n_max + 2 terms) covers the divergence.
-    extra = -math.inf
-    if law.log_dropped > -math.inf:
-        extra = law.log_dropped + math.log((law.n_max + 2) * (coef_main - coef_other))
+    extra = _cut_error(law, coef_main - coef_other)
     return _combine(pos, neg, [err, np.asarray([extra])], 0.0, -math.inf)
+
+
+def _cut_error(law: _TwoBinomialSum, coef_span: float) -> float:
+    """log of the error that cutting the outer component's support can cause in one direction:
+    each B value and tail moves by at most the dropped mass, over at most n_max + 2 terms."""
+    if law.log_dropped == -math.inf:
+        return -math.inf
+    return law.log_dropped + math.log((law.n_max + 2) * max(coef_span, 1.0 + coef_span))
 
 
 class _TwoBinomialSum:
@@ -485,7 +513,7 @@ class _TwoBinomialSum:
     (``inner``) enters through its pmf and tails.
     """
 
-    def __init__(self, nx: int, qx: float, ny: int, qy: float) -> None:
+    def __init__(self, nx: int, qx: float, ny: int, qy: float, depth: float = 745.0) -> None:
         self.n_max = nx + ny
         sd_x = math.sqrt(nx * qx * (1.0 - qx))
         sd_y = math.sqrt(ny * qy * (1.0 - qy))
@@ -496,7 +524,7 @@ class _TwoBinomialSum:
         if self.n_out + 1 <= _FULL_SUPPORT_LIMIT:
             lo, hi, self.log_dropped = 0, self.n_out, -math.inf
         else:
-            lo, hi, self.log_dropped = binomial_window(self.n_out, self.q_out)
+            lo, hi, self.log_dropped = binomial_window(self.n_out, self.q_out, depth=depth)
         self.y = np.arange(lo, hi + 1, dtype=np.float64)
         self.log_py = log_binom_pmf(self.y, self.n_out, self.q_out)
         self.log_weight_error = log_weight_error(self.n_out, self.q_out) + log_weight_error(
