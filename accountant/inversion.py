@@ -175,7 +175,9 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
 
         if low(best_lower) <= delta:
             continue  # its crossing is at or below best_lower: it cannot raise the maximum
-        value = smallest_eps_at_most(low, delta, start, upper_side=False)
+        # A lower bound's crossing is at most best_upper (there it is <= the truth <= target), so
+        # the search starts with a finite bracket [0, best_upper].
+        value = smallest_eps_at_most(low, delta, max(best_upper, EPS_TOL), upper_side=False)
         if value > best_lower:
             best_lower, lower_name = value, witness_name(candidate)
     return EpsResult(

@@ -30,7 +30,7 @@ from .pairs import Bracket
 #: Up to this n the single-bin lower bound is maximised over every nx0.
 ALL_NX0_UP_TO = 64
 #: Above it, this many nx0 values spread over [0, n-1] (both ends included).
-NX0_SAMPLES = 9
+NX0_SAMPLES = 5
 
 
 def single_bin_candidates(n: int) -> list[int]:
