@@ -1,0 +1,78 @@
+"""MQTT topic names of a round: one ingress topic per hop, one for the analyzer.
+
+Layout: ``{prefix}/round/{round_id}/hop/{hop_index}`` (hop ``hop_index`` subscribes, clients or
+hop ``hop_index - 1`` publish) and ``{prefix}/round/{round_id}/analyzer`` (the last hop publishes,
+the analyzer subscribes). Distinct (prefix, round, stage) give distinct topics, and none contains
+a wildcard, so a subscription to one never receives another's messages.
+"""
+
+from __future__ import annotations
+
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.protocol.record import MAX_ROUND_ID
+
+MAX_TOPIC_BYTES = 65535  # MQTT: a topic is a UTF-8 string with a 16-bit length
+
+
+def validate_prefix(prefix: str) -> str:
+    """``prefix`` unchanged if it is a usable topic prefix, else InvalidParameterError naming the
+    rule: a non-empty string of levels separated by '/', no level empty (no leading, trailing or
+    doubled '/'), no MQTT wildcard ('+', '#'), no leading '$' (reserved for the broker, e.g.
+    $SYS), no NUL or other control character, encodable as UTF-8.
+    """
+    if not isinstance(prefix, str):
+        raise InvalidParameterError(f"topic prefix must be a string, got {prefix!r}")
+    if not prefix:
+        raise InvalidParameterError("topic prefix must be non-empty, got ''")
+    for char in ("+", "#"):
+        if char in prefix:
+            raise InvalidParameterError(
+                f"topic prefix must not contain the MQTT wildcard {char!r}, got {prefix!r}"
+            )
+    if "" in prefix.split("/"):
+        raise InvalidParameterError(
+            f"topic prefix must not have empty levels (leading, trailing or doubled '/'), "
+            f"got {prefix!r}"
+        )
+    if prefix.startswith("$"):
+        raise InvalidParameterError(
+            f"topic prefix must not start with '$' (reserved for the broker), got {prefix!r}"
+        )
+    if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in prefix):
+        raise InvalidParameterError(
+            f"topic prefix must not contain control characters, got {prefix!r}"
+        )
+    try:
+        size = len(prefix.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise InvalidParameterError(
+            f"topic prefix must be encodable as UTF-8, got {prefix!r}"
+        ) from exc
+    if size > MAX_TOPIC_BYTES - 100:  # room for the round and stage levels
+        raise InvalidParameterError(
+            f"topic prefix must be at most {MAX_TOPIC_BYTES - 100} bytes in UTF-8, got {size}"
+        )
+    return prefix
+
+
+def ingress_topic(prefix: str, round_id: int, hop_index: int) -> str:
+    """The topic hop ``hop_index`` of round ``round_id`` subscribes to."""
+    _check_round(round_id)
+    if isinstance(hop_index, bool) or not isinstance(hop_index, int):
+        raise InvalidParameterError(f"hop_index must be an integer, got {hop_index!r}")
+    if not 0 <= hop_index < 2**32:  # bounded so that the topic length stays bounded
+        raise InvalidParameterError(f"hop_index must be in [0, 2^32), got {hop_index}")
+    return f"{validate_prefix(prefix)}/round/{round_id}/hop/{hop_index}"
+
+
+def analyzer_topic(prefix: str, round_id: int) -> str:
+    """The topic the analyzer of round ``round_id`` subscribes to."""
+    _check_round(round_id)
+    return f"{validate_prefix(prefix)}/round/{round_id}/analyzer"
+
+
+def _check_round(round_id: int) -> None:
+    if isinstance(round_id, bool) or not isinstance(round_id, int):
+        raise InvalidParameterError(f"round_id must be an integer, got {round_id!r}")
+    if not 0 <= round_id <= MAX_ROUND_ID:
+        raise InvalidParameterError(f"round_id must be in [0, 2^64), got {round_id}")
