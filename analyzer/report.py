@@ -1,0 +1,285 @@
+"""The published report of one round (DESIGN.md "Report"): counts, estimate, privacy, utility.
+
+:func:`build_report` turns what an :class:`~shuffledp.analyzer.round.AnalyzerRound` counted into
+one JSON-serialisable dict (plain ints, floats, strings, lists, dicts and None; no NaN or
+infinity), asking the accountant (:class:`~shuffledp.accountant.Tight`) for the guarantee. Pure:
+no I/O; the only randomness is the central Gaussian baseline's noise (``baseline_rng``), drawn
+only when a true histogram is given (simulations).
+
+The privacy guarantee is computed for the number of reports actually received and counted
+(``n_received``), never for ``n_expected``: the shuffle hides each report among the reports that
+were really mixed with it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    require_delta,
+    require_eps,
+    require_finite,
+)
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+
+from .baseline import RandomState, gaussian_baseline
+from .estimators import (
+    IBU_DEFAULT_MAX_ITER,
+    IBUConvergenceError,
+    iterative_bayesian_update,
+    krr_mle,
+    raw_normalised,
+    shuffle_inv,
+)
+from .metrics import tv_distance
+
+__all__ = ["ESTIMATOR", "IBU_METHOD_EM", "IBU_METHOD_FALLBACK", "build_report", "merge_rejected"]
+
+#: The report's headline estimator (DESIGN.md "Estimators").
+ESTIMATOR = "shuffle+INV"
+#: ``IBU_method`` when the iterative Bayesian update converged.
+IBU_METHOD_EM = "iterative Bayesian update (EM, converged)"
+#: ``IBU_method`` when it did not, and its closed-form limit was used instead.
+IBU_METHOD_FALLBACK = "closed-form MLE (IBU did not converge)"
+
+
+def merge_rejected(*counters: Mapping[str, int]) -> dict[str, int]:
+    """Rejection counts summed by reason over stages (hops, analyzer); every reason of every
+    counter present, in first-seen order. Raises InvalidParameterError for a count that is not a
+    non-negative integer."""
+    merged: dict[str, int] = {}
+    for counter in counters:
+        for reason, count in counter.items():
+            _check_count(f"rejected[{reason!r}]", count)
+            merged[reason] = merged.get(reason, 0) + int(count)
+    return merged
+
+
+def build_report(
+    *,
+    round_id: int,
+    k: int,
+    eps0: float,
+    histogram: npt.ArrayLike,
+    n_expected: int,
+    rejected: Mapping[str, int],
+    target_delta: float = 1e-6,
+    eps: float | None = None,
+    true_histogram: npt.ArrayLike | None = None,
+    baseline_rng: RandomState = None,
+    randomness_name: str,
+    ibu_max_iter: int = IBU_DEFAULT_MAX_ITER,
+) -> dict[str, Any]:
+    """The report of round ``round_id`` (DESIGN.md "Report").
+
+    Keys: ``round``, ``n_expected``, ``n_received`` (= histogram.sum()), ``rejected`` (by
+    reason, as given), ``k``, ``eps0``, ``histogram`` (the noisy counts), ``estimate``
+    (``distribution``: shuffle+INV, on the simplex; ``counts``: distribution * n_received),
+    ``estimator`` ("shuffle+INV"), ``privacy``, ``randomness`` (``randomness_name``: which
+    generator drove k-RR and the permutations), and with ``true_histogram``: ``true_histogram``,
+    ``tv_distance`` (keys ``shuffle``, ``shuffle+INV``, ``IBU``, ``gaussian``), ``IBU_method``
+    and ``baseline`` (the central Gaussian's sigma, eps, delta).
+
+    ``privacy`` (Tight accountant, ``n`` = n_received): ``eps``, ``delta`` (= ``delta_upper``,
+    the valid guarantee), ``delta_lower``, ``bound`` (the upper bound that gave delta_upper),
+    ``n``, ``mode``. Without ``eps``: eps is the smallest eps whose valid delta is <=
+    ``target_delta`` (``eps_for_delta``, safe side; its bracket in ``eps_lower``), and
+    delta/delta_lower are the accountant's bracket at that eps. With ``eps``: the delta bracket at
+    that eps. With fewer than 2 reports received the values are None and ``error`` says why.
+
+    ``tv_distance``: total variation distance from true_histogram / its sum to each estimate;
+    ``IBU`` is the iterative Bayesian update (at most ``ibu_max_iter`` steps), or if it does not
+    converge its closed-form limit :func:`~shuffledp.analyzer.krr_mle` (``IBU_method`` says which);
+    ``gaussian`` is the central analytic Gaussian on the true histogram at the same (eps,
+    delta_upper), noise from ``baseline_rng`` (None: the OS CSPRNG). Entries that cannot be
+    computed (no report received; no guarantee with 0 < delta < 1 for the Gaussian) are None, with
+    a note.
+
+    Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
+    counts, k not in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, ...).
+    """
+    _check_int("round_id", round_id, 0, MAX_ROUND_ID)
+    _check_int("k", k, 2, MAX_K)
+    eps0_value = require_finite("eps0", eps0)
+    if eps0_value <= 0:
+        raise InvalidParameterError(f"eps0 must be > 0, got {eps0}")
+    counts = _counts("histogram", histogram, k)
+    _check_int("n_expected", n_expected, 0, None)
+    rejected_out = merge_rejected(rejected)
+    delta_target = require_delta(target_delta)
+    eps_value = None if eps is None else require_eps(eps)
+    if not isinstance(randomness_name, str) or not randomness_name:
+        raise InvalidParameterError(
+            f"randomness_name must be a non-empty string, got {randomness_name!r}"
+        )
+    _check_int("ibu_max_iter", ibu_max_iter, 1, None)
+    truth = None if true_histogram is None else _counts("true_histogram", true_histogram, k)
+    if truth is not None and int(truth.sum()) < 1:
+        raise InvalidParameterError("true_histogram must sum to at least 1, got 0")
+
+    n = int(counts.sum())
+    distribution = shuffle_inv(counts, eps0_value) if n >= 1 else None
+    estimate: dict[str, Any] = {
+        "distribution": None if distribution is None else _floats(distribution),
+        "counts": None if distribution is None else _floats(distribution * n),
+    }
+    if distribution is None:
+        estimate["note"] = "no report was received: nothing to estimate"
+    privacy = _privacy(n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value)
+
+    report: dict[str, Any] = {
+        "round": round_id,
+        "n_expected": n_expected,
+        "n_received": n,
+        "rejected": rejected_out,
+        "k": k,
+        "eps0": eps0_value,
+        "histogram": [int(c) for c in counts],
+        "estimate": estimate,
+        "estimator": ESTIMATOR,
+        "privacy": privacy,
+        "randomness": randomness_name,
+    }
+    if truth is not None:
+        report.update(
+            _utility(
+                counts=counts,
+                distribution=distribution,
+                truth=truth,
+                eps0=eps0_value,
+                privacy=privacy,
+                baseline_rng=baseline_rng,
+                ibu_max_iter=ibu_max_iter,
+            )
+        )
+    return report
+
+
+def _privacy(
+    *, n: int, k: int, eps0: float, target_delta: float, eps: float | None
+) -> dict[str, Any]:
+    mode = "eps at target delta" if eps is None else "delta at given eps"
+    section: dict[str, Any] = {
+        "accountant": "tight",
+        "mode": mode,
+        "eps": eps,
+        "delta": None,
+        "delta_lower": None,
+        "bound": None,
+        "n": n,
+    }
+    if eps is None:
+        section["target_delta"] = target_delta
+        section["eps_lower"] = None
+    if n < 2:
+        section["error"] = (
+            f"the guarantee needs at least 2 received reports (the accountant's n >= 2), "
+            f"got n_received = {n}"
+        )
+        return section
+    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+    tight = Tight()
+    if eps is None:
+        inverted = eps_for_delta(tight, mech, target_delta)
+        eps = float(inverted.eps)
+        section["eps_lower"] = float(inverted.eps_lower)
+    at_eps = tight.delta(mech, eps)
+    section["eps"] = float(eps)
+    section["delta"] = float(at_eps.delta_upper)
+    section["delta_lower"] = float(at_eps.delta_lower)
+    section["bound"] = str(at_eps.extra.get("upper_from", tight.name))
+    section["guarantee"] = (
+        f"({section['eps']:.6g}, {section['delta']:.3g})-DP for replace-one neighbours among "
+        f"the n = {n} reports received, if at least one hop is honest"
+    )
+    return section
+
+
+def _utility(
+    *,
+    counts: npt.NDArray[np.int64],
+    distribution: npt.NDArray[np.float64] | None,
+    truth: npt.NDArray[np.int64],
+    eps0: float,
+    privacy: Mapping[str, Any],
+    baseline_rng: RandomState,
+    ibu_max_iter: int,
+) -> dict[str, Any]:
+    true_distribution = truth / float(truth.sum())
+    tv: dict[str, float | None] = {
+        "shuffle": None,
+        ESTIMATOR: None,
+        "IBU": None,
+        "gaussian": None,
+    }
+    out: dict[str, Any] = {"true_histogram": [int(c) for c in truth], "tv_distance": tv}
+    if distribution is not None:
+        tv["shuffle"] = tv_distance(raw_normalised(counts), true_distribution)
+        tv[ESTIMATOR] = tv_distance(distribution, true_distribution)
+        try:
+            ibu = iterative_bayesian_update(counts, eps0, max_iter=ibu_max_iter)
+            out["IBU_method"] = IBU_METHOD_EM
+        except IBUConvergenceError:
+            ibu = krr_mle(counts, eps0)
+            out["IBU_method"] = IBU_METHOD_FALLBACK
+        tv["IBU"] = tv_distance(ibu, true_distribution)
+    else:
+        out["IBU_method"] = None
+    eps, delta = privacy["eps"], privacy["delta"]
+    if eps is not None and delta is not None and eps > 0 and 0.0 < delta < 1.0:
+        release = gaussian_baseline(truth, eps, delta, random_state=baseline_rng)
+        tv["gaussian"] = tv_distance(release.estimate, true_distribution)
+        out["baseline"] = {
+            "mechanism": "analytic Gaussian (central, replace-one, L2 sensitivity sqrt 2)",
+            "eps": float(release.eps),
+            "delta": float(release.delta),
+            "sigma": float(release.sigma),
+        }
+    else:
+        out["baseline"] = {
+            "mechanism": "analytic Gaussian (central, replace-one, L2 sensitivity sqrt 2)",
+            "note": (
+                "not computed: it needs the shuffle's guarantee with eps > 0 and "
+                f"0 < delta < 1, got eps = {eps}, delta = {delta}"
+            ),
+        }
+    return out
+
+
+def _counts(name: str, values: npt.ArrayLike, k: int) -> npt.NDArray[np.int64]:
+    arr = np.asarray(values)
+    if arr.ndim != 1 or arr.size != k:
+        raise InvalidParameterError(
+            f"{name} must be one-dimensional with k = {k} bins, got shape {arr.shape}"
+        )
+    if arr.dtype == np.bool_ or arr.dtype.kind not in "iuf":
+        raise InvalidParameterError(f"{name} must hold integer counts, got dtype {arr.dtype}")
+    as_float = arr.astype(np.float64)
+    if not np.all(np.isfinite(as_float)) or np.any(as_float != np.floor(as_float)):
+        raise InvalidParameterError(f"{name} must hold integer counts, got {arr.tolist()}")
+    if np.any(as_float < 0):
+        raise InvalidParameterError(f"{name} must hold counts >= 0, got {arr.tolist()}")
+    return arr.astype(np.int64)
+
+
+def _floats(values: npt.NDArray[np.float64]) -> list[float]:
+    return [float(v) for v in values]
+
+
+def _check_count(name: str, value: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+        raise InvalidParameterError(f"{name} must be an integer >= 0, got {value!r}")
+
+
+def _check_int(name: str, value: int, low: int, high: int | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        rule = f"in [{low}, {high}]" if high is not None else f">= {low}"
+        raise InvalidParameterError(f"{name} must be {rule}, got {value}")

@@ -1,0 +1,72 @@
+"""What clients publish in one round: k-RR, then the fixed-size record, then the onion (pure core).
+
+The client process (asyncio, MQTT) hosts many simulated clients and publishes these messages to
+the first hop's ingress topic; this module does everything before that.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy.typing as npt
+from nacl.public import PublicKey
+
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.clients.krr import krr_randomize
+from shuffledp.protocol.onion import wrap
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, encode_record
+from shuffledp.randomness import RandomSource
+
+__all__ = ["make_client_messages"]
+
+
+def make_client_messages(
+    values: npt.ArrayLike,
+    *,
+    k: int,
+    eps0: float,
+    round_id: int,
+    hop_public_keys: Sequence[PublicKey],
+    analyzer_public_key: PublicKey,
+    rng: RandomSource | None = None,
+) -> list[bytes]:
+    """One message per value, in the order of ``values``: k-RR(eps0) of the value, encoded as a
+    record of round ``round_id`` (random padding from ``os.urandom``) and wrapped in one sealed
+    box per hop, innermost for the analyzer.
+
+    Guarantees: every message is ``message_length(0, len(hop_public_keys))`` bytes; peeling with
+    the hop keys in order and then the analyzer key gives a record of round ``round_id`` whose
+    value is the k-RR report, each report an independent draw from ``rng`` (the OS CSPRNG unless
+    a source is passed). Sealed boxes use fresh ephemeral keys, so equal reports give unrelated
+    messages. No I/O.
+
+    Raises InvalidParameterError unless k is an integer in [2, 2^32], eps0 finite > 0, round_id
+    an integer in [0, 2^64), the values integers in [0, k), ``hop_public_keys`` a non-empty
+    sequence of PublicKey (no hop means no shuffle, hence no shuffle-model guarantee) and
+    ``analyzer_public_key`` a PublicKey.
+    """
+    if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_K:
+        raise InvalidParameterError(f"k must be an integer in [2, 2^32], got {k!r}")
+    if isinstance(round_id, bool) or not isinstance(round_id, int):
+        raise InvalidParameterError(f"round_id must be an integer, got {round_id!r}")
+    if not 0 <= round_id <= MAX_ROUND_ID:
+        raise InvalidParameterError(f"round_id must be in [0, 2^64), got {round_id}")
+    hops = list(hop_public_keys)
+    if not hops:
+        raise InvalidParameterError("hop_public_keys must name at least one hop, got none")
+    for index, key in enumerate(hops):
+        if not isinstance(key, PublicKey):
+            raise InvalidParameterError(
+                f"hop_public_keys[{index}] must be a nacl.public.PublicKey, "
+                f"got {type(key).__name__}"
+            )
+    if not isinstance(analyzer_public_key, PublicKey):
+        raise InvalidParameterError(
+            "analyzer_public_key must be a nacl.public.PublicKey, "
+            f"got {type(analyzer_public_key).__name__}"
+        )
+    reports = krr_randomize(values, k, eps0, rng)
+    return [
+        wrap(encode_record(round_id, int(report), k), hops, analyzer_public_key)
+        for report in reports
+    ]

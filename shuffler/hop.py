@@ -1,0 +1,285 @@
+"""One shuffler hop for one round: accept, peel, permute, release (pure core: no I/O, no asyncio).
+
+A :class:`HopRound` is fed the messages that arrived on the hop's ingress topic, one
+:meth:`HopRound.offer` call each, and releases its batch once with :meth:`HopRound.close`. The
+transport layer (MQTT, in-memory) decides when to close (round size reached, or deadline) and
+publishes what ``close`` returns; it never sees the messages in arrival order.
+
+Checks on every offered message, cheapest first; the first failure is the reason it is rejected
+and counted (``HopRound.rejected``, one counter per slug of :data:`HOP_REJECTION_REASONS`):
+
+1. ``wrong-length``: the length is not ``message_length(hop_index, n_hops)``, the exact length
+   of every message this hop receives in a round (nothing else is looked at);
+2. ``duplicate``: the SHA-256 digest of the ciphertext is in the round's seen-set. Every
+   ciphertext of the right length that reaches this step is added to the set, so exact copies,
+   replays of an accepted message and repeats of a message rejected below are all caught here
+   and cost no second decryption;
+3. ``batch-full``: ``expected_size`` messages are already accepted (the message is not opened);
+4. ``decryption-failed``: the layer does not open with this hop's private key (addressed to
+   another key, corrupted or forged).
+
+A message that passes all four is accepted: its layer is peeled at once and the plaintext (the
+message for the next stage) kept. No input of type bytes makes ``offer`` raise.
+
+Guarantees of ``close``: it releases all accepted messages and only them, each exactly once, in
+an order drawn uniformly at random from the hop's :class:`~shuffledp.randomness.RandomSource`
+(:func:`~shuffledp.shuffler.permute.uniform_permutation`; the OS CSPRNG unless a source is
+passed), so the output order carries no information about the arrival order. It never releases
+fewer than ``min_batch`` messages: below that it raises :class:`BatchTooSmall` and drops what it
+held. ``close`` is final either way; a closed round refuses offers (:class:`RoundClosedError`).
+
+The seen-set is per round: a replay of a message from an earlier round reaches a fresh
+``HopRound`` as a new message (hops cannot read round ids) and is rejected by the analyzer as
+``wrong-round``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+from nacl.public import PrivateKey
+
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.protocol.errors import DecryptionFailed, Duplicate, RejectedMessage, WrongLength
+from shuffledp.protocol.onion import message_length, peel
+from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.shuffler.permute import uniform_permutation
+
+__all__ = [
+    "BATCH_FULL",
+    "HOP_REJECTION_REASONS",
+    "BatchTooSmall",
+    "HopOutput",
+    "HopRound",
+    "RoundClosedError",
+]
+
+BATCH_FULL = "batch-full"
+"""Reason slug of a well-formed, new message that arrives once the batch holds expected_size."""
+
+HOP_REJECTION_REASONS: tuple[str, ...] = (
+    WrongLength.reason,
+    Duplicate.reason,
+    BATCH_FULL,
+    DecryptionFailed.reason,
+)
+"""Every reason a hop rejects a message for, in the order the checks run."""
+
+
+class BatchTooSmall(RuntimeError):  # noqa: N818 (names the condition, like the protocol's reasons)
+    """A hop was closed with fewer accepted messages than its minimum batch: it releases nothing.
+
+    Attributes: ``round_id``, ``hop_index``, ``accepted``, ``min_batch``.
+    """
+
+    def __init__(self, *, round_id: int, hop_index: int, accepted: int, min_batch: int) -> None:
+        super().__init__(
+            f"hop {hop_index} of round {round_id} must hold at least min_batch = {min_batch} "
+            f"messages to release its batch, it accepted {accepted}; nothing is released"
+        )
+        self.round_id = round_id
+        self.hop_index = hop_index
+        self.accepted = accepted
+        self.min_batch = min_batch
+
+
+class RoundClosedError(RuntimeError):
+    """An offer to, or a second close of, a hop round that was already closed."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HopOutput:
+    """What one hop releases for one round.
+
+    ``messages``: the peeled messages (each ``message_length(hop_index + 1, n_hops)`` bytes), in
+    a uniformly random order; ``accepted``: how many were accepted (= ``len(messages)``, all of
+    them are forwarded); ``rejected``: count per reason, every slug of
+    :data:`HOP_REJECTION_REASONS` present (0 if none).
+    """
+
+    round_id: int
+    hop_index: int
+    messages: list[bytes]
+    accepted: int
+    rejected: dict[str, int]
+
+    @property
+    def forwarded(self) -> int:
+        """How many messages go to the next stage."""
+        return len(self.messages)
+
+
+class HopRound:
+    """Hop ``hop_index`` (of ``n_hops``) in round ``round_id``; see the module docstring.
+
+    Parameters (keyword-only, validated: InvalidParameterError naming the rule and the value):
+    ``hop_index`` in [0, n_hops), ``n_hops >= 1``, ``round_id`` in [0, 2^64), ``private_key`` a
+    nacl PrivateKey, ``expected_size >= 1`` (the round's batch size), ``min_batch`` in
+    [1, expected_size], ``rng`` the permutation's randomness (default: the OS CSPRNG).
+    """
+
+    def __init__(
+        self,
+        *,
+        hop_index: int,
+        n_hops: int,
+        round_id: int,
+        private_key: PrivateKey,
+        expected_size: int,
+        min_batch: int,
+        rng: RandomSource | None = None,
+    ) -> None:
+        _check_int("n_hops", n_hops, 1, None)
+        _check_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
+        _check_int("round_id", round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
+        _check_int("expected_size", expected_size, 1, None)
+        _check_int("min_batch", min_batch, 1, expected_size, bound="[1, expected_size]")
+        if not isinstance(private_key, PrivateKey):
+            raise InvalidParameterError(
+                f"private_key must be a nacl.public.PrivateKey, got {type(private_key).__name__}"
+            )
+        if rng is not None and not callable(getattr(rng, "uint64", None)):
+            raise InvalidParameterError(f"rng must be a RandomSource, got {rng!r}")
+        self._hop_index = hop_index
+        self._n_hops = n_hops
+        self._round_id = round_id
+        self._key = private_key
+        self._expected_size = expected_size
+        self._min_batch = min_batch
+        self._rng: RandomSource = rng if rng is not None else SystemRandom()
+        self._length = message_length(hop_index, n_hops)
+        self._seen: set[bytes] = set()
+        self._held: list[bytes] = []
+        self._accepted = 0
+        self._rejected: dict[str, int] = dict.fromkeys(HOP_REJECTION_REASONS, 0)
+        self._closed = False
+
+    # --- read-only state ---------------------------------------------------------------------
+
+    @property
+    def hop_index(self) -> int:
+        return self._hop_index
+
+    @property
+    def n_hops(self) -> int:
+        return self._n_hops
+
+    @property
+    def round_id(self) -> int:
+        return self._round_id
+
+    @property
+    def expected_size(self) -> int:
+        return self._expected_size
+
+    @property
+    def min_batch(self) -> int:
+        return self._min_batch
+
+    @property
+    def input_length(self) -> int:
+        """The exact length of every message this hop accepts."""
+        return self._length
+
+    @property
+    def accepted(self) -> int:
+        """Messages accepted so far."""
+        return self._accepted
+
+    @property
+    def rejected(self) -> dict[str, int]:
+        """A copy of the rejection counters, every reason present."""
+        return dict(self._rejected)
+
+    @property
+    def offered(self) -> int:
+        """Every offer so far: accepted + sum(rejected)."""
+        return self._accepted + sum(self._rejected.values())
+
+    @property
+    def is_full(self) -> bool:
+        """True once expected_size messages are accepted (further new messages: batch-full)."""
+        return self._accepted >= self._expected_size
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    # --- the round ---------------------------------------------------------------------------
+
+    def offer(self, message: bytes | bytearray | memoryview) -> str | None:
+        """None if ``message`` is accepted, else the reason slug it was rejected for (counted).
+
+        Raises RoundClosedError if the round is closed and TypeError for a non-bytes argument
+        (a caller's bug, not a message); never raises for any bytes.
+        """
+        if self._closed:
+            raise RoundClosedError(
+                f"hop {self._hop_index} of round {self._round_id} is closed: it takes no offers"
+            )
+        if not isinstance(message, bytes | bytearray | memoryview):
+            raise TypeError(f"message must be bytes, got {type(message).__name__}")
+        data = bytes(message)
+        if len(data) != self._length:
+            return self._reject(WrongLength.reason)
+        digest = hashlib.sha256(data).digest()
+        if digest in self._seen:
+            return self._reject(Duplicate.reason)
+        self._seen.add(digest)
+        if self.is_full:
+            return self._reject(BATCH_FULL)
+        try:
+            inner = peel(data, self._key, expected_length=self._length)
+        except RejectedMessage as exc:
+            return self._reject(exc.reason)
+        self._held.append(inner)
+        self._accepted += 1
+        return None
+
+    def close(self) -> HopOutput:
+        """Release the batch, uniformly permuted; final (see the module docstring).
+
+        Raises BatchTooSmall (and drops the held messages) if fewer than min_batch were
+        accepted; RoundClosedError if already closed.
+        """
+        if self._closed:
+            raise RoundClosedError(
+                f"hop {self._hop_index} of round {self._round_id} is already closed"
+            )
+        self._closed = True
+        held, self._held = self._held, []
+        self._seen = set()
+        if self._accepted < self._min_batch:
+            raise BatchTooSmall(
+                round_id=self._round_id,
+                hop_index=self._hop_index,
+                accepted=self._accepted,
+                min_batch=self._min_batch,
+            )
+        order = uniform_permutation(len(held), self._rng)
+        return HopOutput(
+            round_id=self._round_id,
+            hop_index=self._hop_index,
+            messages=[held[int(i)] for i in order],
+            accepted=self._accepted,
+            rejected=dict(self._rejected),
+        )
+
+    def _reject(self, reason: str) -> str:
+        self._rejected[reason] += 1
+        return reason
+
+
+def _check_int(name: str, value: int, low: int, high: int | None, *, bound: str = "") -> None:
+    """InvalidParameterError unless ``value`` is an integer in [low, high] (high None: no cap);
+    ``bound`` names where the limits come from, e.g. '[0, n_hops)'."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    if high is None:
+        if value < low:
+            raise InvalidParameterError(f"{name} must be >= {low}, got {value}")
+    elif not low <= value <= high:
+        where = f"{bound} = " if bound else ""
+        raise InvalidParameterError(f"{name} must be in {where}[{low}, {high}], got {value}")
