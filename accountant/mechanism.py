@@ -35,11 +35,29 @@ def require_delta(delta: float) -> float:
     return value
 
 
-def _require_int(name: str, value: int, minimum: int) -> None:
+def require_int(
+    name: str, value: int, low: int, high: int | None = None, *, bound: str = ""
+) -> None:
+    """InvalidParameterError unless ``value`` is an integer in [low, high] (high None: no cap);
+    ``bound`` names where the limits come from, e.g. '[0, n_hops - 1]'."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    if value < minimum:
-        raise InvalidParameterError(f"{name} must be >= {minimum}, got {value}")
+    if high is None:
+        if value < low:
+            raise InvalidParameterError(f"{name} must be >= {low}, got {value}")
+    elif not low <= value <= high:
+        where = f"{bound} = " if bound else ""
+        raise InvalidParameterError(f"{name} must be in {where}[{low}, {high}], got {value}")
+
+
+def krr_log_probabilities(k: int, eps0: float) -> tuple[float, float]:
+    """(log pt, log pb) of k-RR for already validated k >= 2 and eps0 > 0:
+    pt = e^eps0 / (e^eps0 + k - 1), pb = 1 / (e^eps0 + k - 1).
+
+    log(e^eps0 + k - 1) = eps0 + log1p((k - 1) e^-eps0): no overflow for large eps0.
+    """
+    log_den = eps0 + math.log1p((k - 1) * math.exp(-eps0))
+    return eps0 - log_den, -log_den
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,8 +73,8 @@ class ShuffledKRR:
     eps0: float
 
     def __post_init__(self) -> None:
-        _require_int("n", self.n, 2)
-        _require_int("k", self.k, 2)
+        require_int("n", self.n, 2)
+        require_int("k", self.k, 2)
         eps0 = require_finite("eps0", self.eps0)
         if eps0 <= 0:
             raise InvalidParameterError(f"eps0 must be > 0, got {self.eps0}")
@@ -65,12 +83,12 @@ class ShuffledKRR:
     @property
     def log_pt(self) -> float:
         """log pt = eps0 - log(e^eps0 + k - 1)."""
-        return self.eps0 - self._log_denominator
+        return krr_log_probabilities(self.k, self.eps0)[0]
 
     @property
     def log_pb(self) -> float:
         """log pb = -log(e^eps0 + k - 1)."""
-        return -self._log_denominator
+        return krr_log_probabilities(self.k, self.eps0)[1]
 
     @property
     def pt(self) -> float:
@@ -79,8 +97,3 @@ class ShuffledKRR:
     @property
     def pb(self) -> float:
         return math.exp(self.log_pb)
-
-    @property
-    def _log_denominator(self) -> float:
-        # log(e^eps0 + k - 1) = eps0 + log1p((k - 1) e^-eps0), stable for large eps0.
-        return self.eps0 + math.log1p((self.k - 1) * math.exp(-self.eps0))

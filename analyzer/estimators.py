@@ -27,7 +27,11 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    krr_log_probabilities,
+    require_finite,
+)
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -120,10 +124,8 @@ def krr_probabilities(k: int, eps0: float) -> tuple[float, float]:
     Computed in log space as :class:`shuffledp.accountant.ShuffledKRR` does (no overflow for large
     eps0). Guarantees pt > pb > 0 for valid input.
     """
-    k = _require_k(k)
-    eps0 = _require_eps0(eps0)
-    log_den = eps0 + math.log1p((k - 1) * math.exp(-eps0))
-    return math.exp(eps0 - log_den), math.exp(-log_den)
+    log_pt, log_pb = krr_log_probabilities(_require_k(k), _require_eps0(eps0))
+    return math.exp(log_pt), math.exp(log_pb)
 
 
 def _gap_pt_pb(pt: float, eps0: float) -> float:

@@ -20,16 +20,15 @@ input makes ``offer`` raise. Guarantees: ``histogram().sum() == n_received`` and
 
 from __future__ import annotations
 
-import hashlib
-
 import numpy as np
 import numpy.typing as npt
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.protocol.errors import REJECTION_REASONS, Duplicate, RejectedMessage, WrongLength
-from shuffledp.protocol.onion import message_length, peel
+from shuffledp.accountant.mechanism import require_int
+from shuffledp.protocol.errors import REJECTION_REASONS, RejectedMessage
+from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, decode_record
+from shuffledp.protocol.screen import MessageScreen
 
 __all__ = ["AnalyzerRound"]
 
@@ -43,19 +42,15 @@ class AnalyzerRound:
     """
 
     def __init__(self, *, round_id: int, k: int, n_hops: int, private_key: PrivateKey) -> None:
-        _check_int("round_id", round_id, 0, MAX_ROUND_ID)
-        _check_int("k", k, 2, MAX_K)
-        _check_int("n_hops", n_hops, 1, None)
-        if not isinstance(private_key, PrivateKey):
-            raise InvalidParameterError(
-                f"private_key must be a nacl.public.PrivateKey, got {type(private_key).__name__}"
-            )
+        require_int("round_id", round_id, 0, MAX_ROUND_ID)
+        require_int("k", k, 2, MAX_K)
+        require_int("n_hops", n_hops, 1)
+        require_private_key(private_key)
         self._round_id = round_id
         self._k = k
         self._n_hops = n_hops
         self._key = private_key
-        self._length = message_length(n_hops, n_hops)
-        self._seen: set[bytes] = set()
+        self._screen = MessageScreen(message_length(n_hops, n_hops))
         self._counts = np.zeros(k, dtype=np.int64)
         self._received = 0
         self._rejected: dict[str, int] = dict.fromkeys(REJECTION_REASONS, 0)
@@ -75,7 +70,7 @@ class AnalyzerRound:
     @property
     def input_length(self) -> int:
         """The exact length of every message the analyzer accepts."""
-        return self._length
+        return self._screen.length
 
     @property
     def n_received(self) -> int:
@@ -96,18 +91,12 @@ class AnalyzerRound:
 
         TypeError for a non-bytes argument (a caller's bug); never raises for any bytes.
         """
-        if not isinstance(message, bytes | bytearray | memoryview):
-            raise TypeError(f"message must be bytes, got {type(message).__name__}")
-        data = bytes(message)
-        if len(data) != self._length:
-            return self._reject(WrongLength.reason)
-        digest = hashlib.sha256(data).digest()
-        if digest in self._seen:
-            return self._reject(Duplicate.reason)
-        self._seen.add(digest)
+        data, reason = self._screen.check(message)
+        if reason is not None:
+            return self._reject(reason)
         try:
             record = decode_record(
-                peel(data, self._key, expected_length=self._length),
+                peel(data, self._key, expected_length=self._screen.length),
                 expected_round=self._round_id,
                 k=self._k,
             )
@@ -120,11 +109,3 @@ class AnalyzerRound:
     def _reject(self, reason: str) -> str:
         self._rejected[reason] += 1
         return reason
-
-
-def _check_int(name: str, value: int, low: int, high: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        rule = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise InvalidParameterError(f"{name} must be {rule}, got {value}")

@@ -7,7 +7,11 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    krr_log_probabilities,
+    require_finite,
+)
 from shuffledp.randomness import RandomSource, SystemRandom
 
 
@@ -15,8 +19,8 @@ def krr_probabilities(k: int, eps0: float) -> tuple[float, float]:
     """(pt, pb): report the true value w.p. pt = e^eps0 / (e^eps0 + k - 1), each other value
     w.p. pb = 1 / (e^eps0 + k - 1)."""
     _check(k, eps0)
-    log_den = eps0 + math.log1p((k - 1) * math.exp(-eps0))
-    return math.exp(eps0 - log_den), math.exp(-log_den)
+    log_pt, log_pb = krr_log_probabilities(k, eps0)
+    return math.exp(log_pt), math.exp(log_pb)
 
 
 def krr_randomize(

@@ -77,6 +77,15 @@ def private_key_from_bytes(data: bytes) -> PrivateKey:
     return PrivateKey(bytes(data))
 
 
+def require_private_key(key: object) -> PrivateKey:
+    """``key`` itself if it is a nacl PrivateKey, else InvalidParameterError naming its type."""
+    if not isinstance(key, PrivateKey):
+        raise InvalidParameterError(
+            f"private_key must be a nacl.public.PrivateKey, got {type(key).__name__}"
+        )
+    return key
+
+
 def message_length(hop_index: int, n_hops: int, *, record_size: int = RECORD_SIZE) -> int:
     """Exact byte length of every message stage ``hop_index`` receives in a round with
     ``n_hops`` hops: ``record_size + SEAL_OVERHEAD * (n_hops - hop_index + 1)``.

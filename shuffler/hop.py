@@ -35,15 +35,15 @@ The seen-set is per round: a replay of a message from an earlier round reaches a
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.protocol.errors import DecryptionFailed, Duplicate, RejectedMessage, WrongLength
-from shuffledp.protocol.onion import message_length, peel
+from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.protocol.screen import MessageScreen
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.permute import uniform_permutation
 
@@ -131,15 +131,12 @@ class HopRound:
         min_batch: int,
         rng: RandomSource | None = None,
     ) -> None:
-        _check_int("n_hops", n_hops, 1, None)
-        _check_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
-        _check_int("round_id", round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
-        _check_int("expected_size", expected_size, 1, None)
-        _check_int("min_batch", min_batch, 1, expected_size, bound="[1, expected_size]")
-        if not isinstance(private_key, PrivateKey):
-            raise InvalidParameterError(
-                f"private_key must be a nacl.public.PrivateKey, got {type(private_key).__name__}"
-            )
+        require_int("n_hops", n_hops, 1)
+        require_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
+        require_int("round_id", round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
+        require_int("expected_size", expected_size, 1)
+        require_int("min_batch", min_batch, 1, expected_size, bound="[1, expected_size]")
+        require_private_key(private_key)
         if rng is not None and not callable(getattr(rng, "uint64", None)):
             raise InvalidParameterError(f"rng must be a RandomSource, got {rng!r}")
         self._hop_index = hop_index
@@ -149,8 +146,7 @@ class HopRound:
         self._expected_size = expected_size
         self._min_batch = min_batch
         self._rng: RandomSource = rng if rng is not None else SystemRandom()
-        self._length = message_length(hop_index, n_hops)
-        self._seen: set[bytes] = set()
+        self._screen = MessageScreen(message_length(hop_index, n_hops))
         self._held: list[bytes] = []
         self._accepted = 0
         self._rejected: dict[str, int] = dict.fromkeys(HOP_REJECTION_REASONS, 0)
@@ -181,7 +177,7 @@ class HopRound:
     @property
     def input_length(self) -> int:
         """The exact length of every message this hop accepts."""
-        return self._length
+        return self._screen.length
 
     @property
     def accepted(self) -> int:
@@ -219,19 +215,13 @@ class HopRound:
             raise RoundClosedError(
                 f"hop {self._hop_index} of round {self._round_id} is closed: it takes no offers"
             )
-        if not isinstance(message, bytes | bytearray | memoryview):
-            raise TypeError(f"message must be bytes, got {type(message).__name__}")
-        data = bytes(message)
-        if len(data) != self._length:
-            return self._reject(WrongLength.reason)
-        digest = hashlib.sha256(data).digest()
-        if digest in self._seen:
-            return self._reject(Duplicate.reason)
-        self._seen.add(digest)
+        data, reason = self._screen.check(message)
+        if reason is not None:
+            return self._reject(reason)
         if self.is_full:
             return self._reject(BATCH_FULL)
         try:
-            inner = peel(data, self._key, expected_length=self._length)
+            inner = peel(data, self._key, expected_length=self._screen.length)
         except RejectedMessage as exc:
             return self._reject(exc.reason)
         self._held.append(inner)
@@ -250,7 +240,7 @@ class HopRound:
             )
         self._closed = True
         held, self._held = self._held, []
-        self._seen = set()
+        self._screen.forget()
         if self._accepted < self._min_batch:
             raise BatchTooSmall(
                 round_id=self._round_id,
@@ -270,16 +260,3 @@ class HopRound:
     def _reject(self, reason: str) -> str:
         self._rejected[reason] += 1
         return reason
-
-
-def _check_int(name: str, value: int, low: int, high: int | None, *, bound: str = "") -> None:
-    """InvalidParameterError unless ``value`` is an integer in [low, high] (high None: no cap);
-    ``bound`` names where the limits come from, e.g. '[0, n_hops)'."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    if high is None:
-        if value < low:
-            raise InvalidParameterError(f"{name} must be >= {low}, got {value}")
-    elif not low <= value <= high:
-        where = f"{bound} = " if bound else ""
-        raise InvalidParameterError(f"{name} must be in {where}[{low}, {high}], got {value}")
