@@ -19,6 +19,14 @@ def require_finite(name: str, value: float) -> float:
     return float(value)
 
 
+def require_positive(name: str, value: float) -> float:
+    """`value` as a float, or InvalidParameterError unless it is finite and > 0."""
+    result = require_finite(name, value)
+    if result <= 0:
+        raise InvalidParameterError(f"{name} must be > 0, got {value}")
+    return result
+
+
 def require_eps(eps: float) -> float:
     """A target epsilon: finite and >= 0."""
     value = require_finite("eps", eps)
@@ -75,10 +83,7 @@ class ShuffledKRR:
     def __post_init__(self) -> None:
         require_int("n", self.n, 2)
         require_int("k", self.k, 2)
-        eps0 = require_finite("eps0", self.eps0)
-        if eps0 <= 0:
-            raise InvalidParameterError(f"eps0 must be > 0, got {self.eps0}")
-        object.__setattr__(self, "eps0", eps0)
+        object.__setattr__(self, "eps0", require_positive("eps0", self.eps0))
 
     @property
     def log_pt(self) -> float:

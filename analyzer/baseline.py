@@ -48,7 +48,11 @@ import numpy.typing as npt
 from diffprivlib.mechanisms import GaussianAnalytic
 from scipy.special import log_ndtr
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_delta, require_finite
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    require_delta,
+    require_positive,
+)
 
 from .estimators import project_to_simplex
 
@@ -89,20 +93,6 @@ class GaussianBaseline:
     delta: float
 
 
-def _require_eps(eps: float) -> float:
-    value = require_finite("eps", eps)
-    if value <= 0:
-        raise InvalidParameterError(f"eps must be > 0, got {eps}")
-    return value
-
-
-def _require_sensitivity(sensitivity: float) -> float:
-    value = require_finite("sensitivity", sensitivity)
-    if value <= 0:
-        raise InvalidParameterError(f"sensitivity must be > 0, got {sensitivity}")
-    return value
-
-
 def analytic_gaussian_delta(
     sigma: float, eps: float, sensitivity: float = L2_SENSITIVITY_REPLACE_ONE
 ) -> float:
@@ -112,11 +102,9 @@ def analytic_gaussian_delta(
     log space (scipy.special.log_ndtr), so it is accurate in the tails and for large eps. Clipped
     at 0 (the difference can round below 0 far out). Decreasing in sigma.
     """
-    sigma_value = require_finite("sigma", sigma)
-    if sigma_value <= 0:
-        raise InvalidParameterError(f"sigma must be > 0, got {sigma}")
-    eps_value = _require_eps(eps)
-    d = _require_sensitivity(sensitivity)
+    sigma_value = require_positive("sigma", sigma)
+    eps_value = require_positive("eps", eps)
+    d = require_positive("sensitivity", sensitivity)
     a = d / (2.0 * sigma_value)
     b = eps_value * sigma_value / d
     log_first = float(log_ndtr(a - b))
@@ -135,9 +123,9 @@ def analytic_gaussian_sigma(
     relative precision 1e-13; the returned end of the bracket satisfies the condition as computed
     (the safe side). Independent of diffprivlib.
     """
-    eps_value = _require_eps(eps)
+    eps_value = require_positive("eps", eps)
     delta_value = require_delta(delta)
-    d = _require_sensitivity(sensitivity)
+    d = require_positive("sensitivity", sensitivity)
 
     def private(sigma: float) -> bool:
         return analytic_gaussian_delta(sigma, eps_value, d) <= delta_value
@@ -217,7 +205,7 @@ def gaussian_baseline(
     non-negative integers with n >= 1.
     """
     x, n = _validate_true_counts(true_counts)
-    eps_value = _require_eps(eps)
+    eps_value = require_positive("eps", eps)
     delta_value = require_delta(delta)
     state = _as_diffprivlib_state(random_state)
     sigma_exact = analytic_gaussian_sigma(eps_value, delta_value, L2_SENSITIVITY_REPLACE_ONE)

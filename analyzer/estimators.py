@@ -30,7 +30,7 @@ import numpy.typing as npt
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     krr_log_probabilities,
-    require_finite,
+    require_positive,
 )
 
 FloatArray = npt.NDArray[np.float64]
@@ -77,13 +77,6 @@ class IBUConvergenceError(RuntimeError):
 # --- validation -----------------------------------------------------------------------------
 
 
-def _require_eps0(eps0: float) -> float:
-    value = require_finite("eps0", eps0)
-    if value <= 0:
-        raise InvalidParameterError(f"eps0 must be > 0, got {eps0}")
-    return value
-
-
 def _require_k(k: int) -> int:
     if isinstance(k, bool) or not isinstance(k, int | np.integer):
         raise InvalidParameterError(f"k must be an integer, got {k!r}")
@@ -124,7 +117,7 @@ def krr_probabilities(k: int, eps0: float) -> tuple[float, float]:
     Computed in log space as :class:`shuffledp.accountant.ShuffledKRR` does (no overflow for large
     eps0). Guarantees pt > pb > 0 for valid input.
     """
-    log_pt, log_pb = krr_log_probabilities(_require_k(k), _require_eps0(eps0))
+    log_pt, log_pb = krr_log_probabilities(_require_k(k), require_positive("eps0", eps0))
     return math.exp(log_pt), math.exp(log_pb)
 
 
@@ -273,9 +266,7 @@ def iterative_bayesian_update(
     :class:`IBUConvergenceError` carrying the last iterate and its gap (never a silent result).
     """
     h, n = _validate_counts(counts)
-    tol_value = require_finite("tol", tol)
-    if tol_value <= 0:
-        raise InvalidParameterError(f"tol must be > 0, got {tol}")
+    tol_value = require_positive("tol", tol)
     if isinstance(max_iter, bool) or not isinstance(max_iter, int) or max_iter < 1:
         raise InvalidParameterError(f"max_iter must be an integer >= 1, got {max_iter!r}")
     k = h.size

@@ -24,7 +24,8 @@ from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     require_delta,
     require_eps,
-    require_finite,
+    require_int,
+    require_positive,
 )
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 
@@ -104,13 +105,11 @@ def build_report(
     Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
     counts, k not in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, ...).
     """
-    _check_int("round_id", round_id, 0, MAX_ROUND_ID)
-    _check_int("k", k, 2, MAX_K)
-    eps0_value = require_finite("eps0", eps0)
-    if eps0_value <= 0:
-        raise InvalidParameterError(f"eps0 must be > 0, got {eps0}")
+    require_int("round_id", round_id, 0, MAX_ROUND_ID)
+    require_int("k", k, 2, MAX_K)
+    eps0_value = require_positive("eps0", eps0)
     counts = _counts("histogram", histogram, k)
-    _check_int("n_expected", n_expected, 0, None)
+    require_int("n_expected", n_expected, 0, None)
     rejected_out = merge_rejected(rejected)
     delta_target = require_delta(target_delta)
     eps_value = None if eps is None else require_eps(eps)
@@ -118,7 +117,7 @@ def build_report(
         raise InvalidParameterError(
             f"randomness_name must be a non-empty string, got {randomness_name!r}"
         )
-    _check_int("ibu_max_iter", ibu_max_iter, 1, None)
+    require_int("ibu_max_iter", ibu_max_iter, 1, None)
     truth = None if true_histogram is None else _counts("true_histogram", true_histogram, k)
     if truth is not None and int(truth.sum()) < 1:
         raise InvalidParameterError("true_histogram must sum to at least 1, got 0")
@@ -275,11 +274,3 @@ def _floats(values: npt.NDArray[np.float64]) -> list[float]:
 def _check_count(name: str, value: int) -> None:
     if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
         raise InvalidParameterError(f"{name} must be an integer >= 0, got {value!r}")
-
-
-def _check_int(name: str, value: int, low: int, high: int | None) -> None:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    if value < low or (high is not None and value > high):
-        rule = f"in [{low}, {high}]" if high is not None else f">= {low}"
-        raise InvalidParameterError(f"{name} must be {rule}, got {value}")

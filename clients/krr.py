@@ -10,7 +10,7 @@ import numpy.typing as npt
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     krr_log_probabilities,
-    require_finite,
+    require_positive,
 )
 from shuffledp.randomness import RandomSource, SystemRandom
 
@@ -53,5 +53,4 @@ def krr_randomize(
 def _check(k: int, eps0: float) -> None:
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise InvalidParameterError(f"k must be an integer >= 2, got {k!r}")
-    if require_finite("eps0", eps0) <= 0:
-        raise InvalidParameterError(f"eps0 must be > 0, got {eps0}")
+    require_positive("eps0", eps0)
