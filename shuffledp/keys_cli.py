@@ -1,0 +1,95 @@
+"""`shuffledp keys`: manage the key directory of a deployment (`keys init DIR --hops H`).
+
+Output names files, their modes and public key fingerprints; never private key material.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from shuffledp.keys import (
+    ANALYZER_STAGE,
+    fingerprint,
+    init_key_directory,
+    private_key_path,
+    public_file_path,
+    stage_names,
+)
+from shuffledp.protocol.onion import public_key_to_bytes
+
+DEFAULT_HOPS = 3
+
+
+def add_parser(subparsers: Any) -> None:
+    """Register `keys` (with its required nested subcommand `init`) on ``subparsers``."""
+    p = subparsers.add_parser(
+        "keys",
+        help="create and manage the key directory of a deployment",
+        description="Key directory of a deployment: public.json (public keys of every hop and "
+        "of the analyzer, for clients) and one private key file per stage (mode 0600).",
+    )
+    keys_sub = p.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
+    init = keys_sub.add_parser(
+        "init",
+        help="create fresh keys for H hops and the analyzer",
+        description="Create DIR (mode 0700) if missing and write fresh X25519 keys from the OS "
+        "CSPRNG: hop-0.key .. hop-{H-1}.key and analyzer.key (mode 0600), then public.json "
+        "(mode 0644). Refuses if any of these files exists, unless --overwrite.",
+    )
+    init.add_argument("directory", metavar="DIR", help="key directory (created if missing)")
+    init.add_argument(
+        "--hops",
+        type=int,
+        default=DEFAULT_HOPS,
+        metavar="H",
+        help=f"number of hops, 1..64 (default {DEFAULT_HOPS})",
+    )
+    init.add_argument(
+        "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
+    )
+    init.add_argument("--json", action="store_true", help="print one JSON object")
+    init.set_defaults(func=run_init)
+
+
+def run_init(args: argparse.Namespace) -> int:
+    """Initialize the directory and print a summary; errors propagate (KeyDirectoryError /
+    InvalidParameterError) for main() to report as one stderr line with exit code 2."""
+    directory = Path(os.path.abspath(args.directory))
+    published = init_key_directory(directory, hops=args.hops, overwrite=args.overwrite)
+    stages = stage_names(published.n_hops)
+    public_path = public_file_path(directory)
+    private_paths = [private_key_path(directory, stage) for stage in stages]
+    if args.json:
+        print(
+            json.dumps(
+                {
+                    "directory": str(directory),
+                    "n_hops": published.n_hops,
+                    "public": str(public_path),
+                    "private": [str(path) for path in private_paths],
+                    "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
+                    "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
+                }
+            )
+        )
+        return 0
+    rows = [(public_path.name, _mode(public_path), "public keys: give to clients and hops")]
+    for stage, path in zip(stages, private_paths, strict=True):
+        owner = "the analyzer" if stage == ANALYZER_STAGE else stage.replace("-", " ")
+        key = published.stage_key(stage)
+        rows.append((path.name, _mode(path), f"private key of {owner}, public {fingerprint(key)}"))
+    width = max(len(name) for name, _, _ in rows)
+    print(f"key directory {directory}: {published.n_hops} hops")
+    for name, mode, what in rows:
+        print(f"  {name.ljust(width)}  {mode}  {what}")
+    print("each .key file belongs on its stage's machine only; public.json may be shared")
+    return 0
+
+
+def _mode(path: Path) -> str:
+    return f"{stat.S_IMODE(path.stat().st_mode):04o}"
