@@ -228,6 +228,7 @@ def _utility(
             ibu = krr_mle(counts, eps0)
             out["IBU_method"] = IBU_METHOD_FALLBACK
         tv["IBU"] = tv_distance(ibu, true_distribution)
+        out["IBU_distribution"] = _floats(ibu)
     else:
         out["IBU_method"] = None
     eps, delta = privacy["eps"], privacy["delta"]

@@ -76,3 +76,37 @@ def _check_round(round_id: int) -> None:
         raise InvalidParameterError(f"round_id must be an integer, got {round_id!r}")
     if not 0 <= round_id <= MAX_ROUND_ID:
         raise InvalidParameterError(f"round_id must be in [0, 2^64), got {round_id}")
+
+
+def status_topic(prefix: str, round_id: int, stage: str) -> str:
+    """Where stage ``stage`` ("hop-0", "analyzer", "clients-0", ...) of round ``round_id``
+    publishes its retained state (``ready``, ``done``, ``refused``, ``failed``): upstream stages
+    wait for their downstream's ``ready`` before publishing to it. ``stage="+"`` gives the filter
+    that subscribes to every stage."""
+    _check_round(round_id)
+    if stage != "+":
+        _check_stage(stage)
+    return f"{validate_prefix(prefix)}/round/{round_id}/status/{stage}"
+
+
+def progress_topic(prefix: str, round_id: int, stage: str) -> str:
+    """Where stage ``stage`` of round ``round_id`` publishes its progress counts while it works
+    (not retained); ``progress_topic(prefix, round_id, "+")`` subscribes to every stage."""
+    _check_round(round_id)
+    if stage != "+":
+        _check_stage(stage)
+    return f"{validate_prefix(prefix)}/round/{round_id}/progress/{stage}"
+
+
+def report_topic(prefix: str, round_id: int) -> str:
+    """Where the analyzer publishes the report of round ``round_id`` (JSON, retained)."""
+    _check_round(round_id)
+    return f"{validate_prefix(prefix)}/round/{round_id}/report"
+
+
+def _check_stage(stage: str) -> str:
+    if not isinstance(stage, str) or not stage or not all(c.isalnum() or c in "-_" for c in stage):
+        raise InvalidParameterError(
+            f"stage name must be non-empty letters, digits, '-' or '_', got {stage!r}"
+        )
+    return stage

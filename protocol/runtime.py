@@ -1,0 +1,120 @@
+"""What every stage process shares on top of a transport: an inbox, states and progress.
+
+A stage (a client process, a hop, the analyzer) announces itself on its retained status topic
+(``ready``, then ``done``, ``refused`` or ``failed``; see :func:`~shuffledp.protocol.topics.status_topic`)
+and publishes progress counts while it works. A stage publishes to its downstream only after it
+saw the downstream's ``ready``: an MQTT broker drops messages for topics nobody subscribes to, so
+this is what makes the start order of the processes irrelevant.
+
+:class:`Inbox` pumps ``transport.messages()`` into a queue from a named task, so that waiting for
+the next message can time out without closing the transport's async iterator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+from shuffledp.protocol.topics import progress_topic, status_topic
+from shuffledp.protocol.transport import Message, Transport
+
+__all__ = [
+    "READY_STATES",
+    "Inbox",
+    "NotReadyError",
+    "decode_json",
+    "publish_progress",
+    "publish_state",
+]
+
+READY_STATES = frozenset({"ready", "working", "done"})
+"""States in which a stage has subscribed to its ingress (and so receives what is sent)."""
+
+
+class NotReadyError(RuntimeError):
+    """A downstream stage did not announce ``ready`` in time."""
+
+
+def decode_json(payload: bytes) -> dict[str, Any] | None:
+    """The JSON object in ``payload``, or None if it is not one (never raises)."""
+    try:
+        value = json.loads(payload.decode())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+async def publish_state(
+    transport: Transport, prefix: str, round_id: int, stage: str, state: str, **fields: Any
+) -> None:
+    """Publish ``{"stage", "state", "time", **fields}`` as the stage's retained status."""
+    body = {"stage": stage, "state": state, "time": time.time(), **fields}
+    await transport.publish(
+        status_topic(prefix, round_id, stage), json.dumps(body).encode(), retain=True
+    )
+
+
+async def clear_state(transport: Transport, prefix: str, round_id: int, stage: str) -> None:
+    """Delete the stage's retained status (an empty retained payload)."""
+    await transport.publish(status_topic(prefix, round_id, stage), b"", retain=True)
+
+
+async def publish_progress(
+    transport: Transport, prefix: str, round_id: int, stage: str, **counts: Any
+) -> None:
+    """Publish ``{"stage", "time", **counts}`` on the stage's progress topic (not retained)."""
+    body = {"stage": stage, "time": time.time(), **counts}
+    await transport.publish(progress_topic(prefix, round_id, stage), json.dumps(body).encode())
+
+
+class Inbox:
+    """The transport's received messages, in order, with timeouts (module docstring).
+
+    Use as ``async with Inbox(transport) as inbox:``; ``await inbox.get(timeout)`` returns the
+    next message, or None if none came within ``timeout`` seconds. If the transport fails
+    (connection lost), ``get`` raises its error.
+    """
+
+    def __init__(self, transport: Transport, *, name: str = "inbox") -> None:
+        self._transport = transport
+        self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue()
+        self._task: asyncio.Task[None] | None = None
+        self._name = name
+        self._failure: BaseException | None = None
+
+    async def __aenter__(self) -> Inbox:
+        self._task = asyncio.create_task(self._pump(), name=self._name)
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+
+    async def _pump(self) -> None:
+        messages: AsyncIterator[Message] = self._transport.messages()
+        try:
+            async for message in messages:
+                self._queue.put_nowait(message)
+        except Exception as exc:  # handed to the reader, which raises it
+            self._queue.put_nowait(exc)
+
+    async def get(self, timeout: float | None) -> Message | None:
+        if self._failure is not None:
+            raise self._failure
+        try:
+            if timeout is None:
+                item = await self._queue.get()
+            else:
+                item = await asyncio.wait_for(self._queue.get(), max(timeout, 0.0))
+        except TimeoutError:
+            return None
+        if isinstance(item, BaseException):
+            self._failure = item
+            raise item
+        return item

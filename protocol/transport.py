@@ -1,0 +1,157 @@
+"""How stages exchange messages: the transport interface and its in-memory implementation.
+
+Clients, hops and the analyzer only need three operations from a publish/subscribe system, so
+that is the whole interface (:class:`Transport`):
+
+- ``await publish(topic, payload, retain=False)``: deliver ``payload`` to every current
+  subscriber of ``topic``, at least once (MQTT QoS 1); ``retain=True`` also keeps it for later
+  subscribers (an empty retained payload deletes the kept one, as in MQTT);
+- ``await subscribe(topic_filter)``: from now on, receive messages whose topic matches the filter
+  (MQTT syntax: ``+`` one level, ``#`` the rest), and the retained ones that match;
+- ``async for message in messages()``: every received message, in arrival order, as
+  :class:`Message`.
+
+:class:`MemoryBroker` / :class:`MemoryTransport` implement it inside one event loop, for unit
+tests; :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
+:func:`publish_all` keeps a bounded number of publishes in flight, which is what makes MQTT
+clients fast (TRANSPORT.md: about 100 us of client CPU per publish, mostly waiting).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterable
+from dataclasses import dataclass
+from typing import Protocol
+
+from shuffledp.accountant.mechanism import require_int
+
+__all__ = [
+    "MemoryBroker",
+    "MemoryTransport",
+    "Message",
+    "Transport",
+    "publish_all",
+    "topic_matches",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One received message: its topic and its payload bytes."""
+
+    topic: str
+    payload: bytes
+
+
+class Transport(Protocol):
+    """Publish/subscribe as the pipeline uses it (module docstring)."""
+
+    async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None: ...
+
+    async def subscribe(self, topic_filter: str) -> None: ...
+
+    def messages(self) -> AsyncIterator[Message]: ...
+
+
+async def publish_all(
+    transport: Transport, items: Iterable[tuple[str, bytes]], *, max_in_flight: int = 64
+) -> int:
+    """Publish every (topic, payload) of ``items`` with at most ``max_in_flight`` publishes
+    awaiting their acknowledgement at once; returns how many were published.
+
+    Items are taken from the iterable lazily (a generator of a million messages is never
+    materialised as tasks). If one publish fails, the others are cancelled and the error is
+    raised (in an ExceptionGroup, from the TaskGroup).
+    """
+    require_int("max_in_flight", max_in_flight, 1)
+    slots = asyncio.Semaphore(max_in_flight)
+    count = 0
+
+    async def send(topic: str, payload: bytes) -> None:
+        try:
+            await transport.publish(topic, payload)
+        finally:
+            slots.release()
+
+    async with asyncio.TaskGroup() as group:
+        for topic, payload in items:
+            await slots.acquire()
+            group.create_task(send(topic, payload), name=f"publish:{topic}")
+            count += 1
+    return count
+
+
+def topic_matches(topic_filter: str, topic: str) -> bool:
+    """True iff ``topic`` matches the MQTT ``topic_filter`` ('+' one level, '#' the rest)."""
+    filter_levels = topic_filter.split("/")
+    topic_levels = topic.split("/")
+    for index, level in enumerate(filter_levels):
+        if level == "#":
+            return True
+        if index >= len(topic_levels):
+            return False
+        if level not in ("+", topic_levels[index]):
+            return False
+    return len(filter_levels) == len(topic_levels)
+
+
+class MemoryBroker:
+    """An in-process broker for tests: topic filters, retained messages, exactly-once delivery
+    in publish order (a stricter service than MQTT QoS 1, which may duplicate)."""
+
+    def __init__(self) -> None:
+        self._transports: list[MemoryTransport] = []
+        self._retained: dict[str, bytes] = {}
+        self.published = 0
+
+    def connect(self) -> MemoryTransport:
+        """A new client of this broker."""
+        transport = MemoryTransport(self)
+        self._transports.append(transport)
+        return transport
+
+    def _publish(self, topic: str, payload: bytes, retain: bool) -> None:
+        self.published += 1
+        if retain:
+            if payload:
+                self._retained[topic] = payload
+            else:
+                self._retained.pop(topic, None)
+        for transport in self._transports:
+            transport._deliver(topic, payload)
+
+    def _retained_for(self, topic_filter: str) -> list[Message]:
+        return [
+            Message(topic, payload)
+            for topic, payload in self._retained.items()
+            if topic_matches(topic_filter, topic)
+        ]
+
+
+class MemoryTransport:
+    """A client of a :class:`MemoryBroker` (get one with ``broker.connect()``)."""
+
+    def __init__(self, broker: MemoryBroker) -> None:
+        self._broker = broker
+        self._filters: list[str] = []
+        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+
+    async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
+        if not isinstance(payload, bytes | bytearray):
+            raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
+        self._broker._publish(topic, bytes(payload), retain)
+        await asyncio.sleep(0)  # let subscribers run, as a network round trip would
+
+    async def subscribe(self, topic_filter: str) -> None:
+        self._filters.append(topic_filter)
+        for message in self._broker._retained_for(topic_filter):
+            self._queue.put_nowait(message)
+
+    async def messages(self) -> AsyncIterator[Message]:
+        while True:
+            yield await self._queue.get()
+
+    def _deliver(self, topic: str, payload: bytes) -> None:
+        if any(topic_matches(f, topic) for f in self._filters):
+            self._queue.put_nowait(Message(topic, payload))

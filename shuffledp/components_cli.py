@@ -1,0 +1,283 @@
+"""`shuffledp hop`, `shuffledp analyzer`, `shuffledp clients`: each component as its own process.
+
+Each runs one round against a broker URL and a key directory (`shuffledp keys init`), as a
+deployment would; `shuffledp simulate` only launches these. They share nothing but the broker,
+the topic prefix and round id, and the key directory (hops and the analyzer read their private
+key; clients read only the public directory).
+
+Exit codes: 0 done; 2 bad input (one line on stderr); 3 the round was refused (a hop held fewer
+than its minimum batch, or an upstream hop refused); 4 a stage did not become ready in time or
+the broker could not be reached; 130 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import logging
+import secrets
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.keys import load_analyzer_key, load_hop_key, load_public_directory
+from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
+from shuffledp.protocol.runtime import NotReadyError
+from shuffledp.randomness import default_source
+
+__all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
+
+EXIT_REFUSED = 3
+EXIT_NOT_READY = 4
+DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
+DEFAULT_PREFIX = "shuffledp"
+DEFAULT_DEADLINE = 300.0
+
+
+def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--broker", default=DEFAULT_BROKER, help=f"MQTT broker URL (default {DEFAULT_BROKER})"
+    )
+    p.add_argument(
+        "--keys", required=True, type=Path, help="key directory made by `shuffledp keys init`"
+    )
+    p.add_argument(
+        "--prefix", default=DEFAULT_PREFIX, help=f"topic prefix (default {DEFAULT_PREFIX!r})"
+    )
+    p.add_argument("--round", type=int, default=1, help="round id (default 1)")
+    p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
+
+
+def add_parsers(subparsers: Any) -> None:
+    hop = subparsers.add_parser(
+        "hop",
+        help="run one shuffler hop for one round",
+        description="Collect the round's batch on this hop's ingress topic, drop malformed and "
+        "duplicate messages by reason, peel this hop's layer, permute uniformly (OS CSPRNG unless "
+        "--seed), forward to the next hop or the analyzer. Counts are logged on stderr.",
+    )
+    _common(hop)
+    hop.add_argument("--index", type=int, required=True, help="this hop's index, 0..H-1")
+    hop.add_argument("--expected", type=int, required=True, help="the round's batch size (clients)")
+    hop.add_argument(
+        "--min-batch",
+        type=int,
+        help="refuse to release fewer messages than this (default: half of --expected, at least 1)",
+    )
+    hop.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        help=f"seconds after ready at which the batch closes (default {DEFAULT_DEADLINE:g})",
+    )
+    hop.add_argument("--seed", type=int, help="seeded permutation (simulations only)")
+    hop.set_defaults(func=_run_hop)
+
+    analyzer = subparsers.add_parser(
+        "analyzer",
+        help="run the analyzer for one round and print its report",
+        description="Peel the last layer, validate, count, estimate (shuffle+INV, IBU) and "
+        "publish the report with the accountant's guarantee for the reports actually received.",
+    )
+    _common(analyzer)
+    analyzer.add_argument("--k", type=int, required=True, help="number of values")
+    analyzer.add_argument("--eps0", type=float, required=True, help="the clients' k-RR epsilon")
+    analyzer.add_argument("--expected", type=int, required=True, help="clients expected")
+    target = analyzer.add_mutually_exclusive_group()
+    target.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
+    target.add_argument("--eps", type=float, help="report the delta bracket at this eps instead")
+    analyzer.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE,
+        help=f"seconds after ready to wait for the last hop (default {DEFAULT_DEADLINE:g})",
+    )
+    analyzer.add_argument("--out", type=Path, help="also write the report (JSON) to this file")
+    analyzer.set_defaults(func=_run_analyzer)
+
+    clients = subparsers.add_parser(
+        "clients",
+        help="host many simulated clients: one k-RR report each",
+        description="Each simulated client applies k-RR (OS CSPRNG unless --seed), encodes a "
+        "fixed-size record, onion-encrypts it to the hops and the analyzer, and publishes it once "
+        "to hop 0, after hop 0 announced ready.",
+    )
+    _common(clients)
+    clients.add_argument("--k", type=int, required=True, help="number of values")
+    clients.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon")
+    clients.add_argument(
+        "--values",
+        required=True,
+        help="a file with one value in [0, k) per line, or 'synthetic'",
+    )
+    clients.add_argument(
+        "--count", type=int, help="number of clients (default: every value of the file)"
+    )
+    clients.add_argument("--name", default="clients-0", help="this process's stage name")
+    clients.add_argument("--seed", type=int, help="seeded k-RR (simulations only)")
+    clients.add_argument(
+        "--max-in-flight", type=int, default=128, help="publishes awaiting acknowledgement"
+    )
+    clients.add_argument(
+        "--ready-timeout", type=float, default=60.0, help="seconds to wait for hop 0"
+    )
+    clients.set_defaults(func=_run_clients)
+
+
+def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
+    """The values of a file with one integer in [0, k) per line ('#' starts a comment; blank
+    lines are skipped). Raises InvalidParameterError naming the file, the line and the rule for
+    the first bad line, or if the file cannot be read."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidParameterError(f"{path}: cannot read the values file: {exc}") from exc
+    values: list[int] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        content = line.split("#", 1)[0].strip()
+        if not content:
+            continue
+        try:
+            value = int(content)
+        except ValueError:
+            raise InvalidParameterError(
+                f"{path}:{number}: a value must be an integer, got {content!r}"
+            ) from None
+        if not 0 <= value < k:
+            raise InvalidParameterError(
+                f"{path}:{number}: a value must be in [0, k) = [0, {k}), got {value}"
+            )
+        values.append(value)
+    return np.asarray(values, dtype=np.int64)
+
+
+def _client_id(stage: str) -> str:
+    """A short MQTT client id, unique per process (a broker drops the older of two equal ids)."""
+    return f"sdp-{stage}-{secrets.token_hex(4)}"
+
+
+def _setup_logging(verbose: bool) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.INFO,
+        format="%(asctime)s %(name)s %(levelname)s %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def _run(args: argparse.Namespace, main: Any) -> int:
+    _setup_logging(args.verbose)
+    try:
+        code: int = asyncio.run(main)
+    except KeyboardInterrupt:
+        print(f"shuffledp {args.command}: interrupted", file=sys.stderr)
+        return 130
+    except (NotReadyError, MqttConnectionError) as exc:
+        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_NOT_READY
+    return code
+
+
+def _run_hop(args: argparse.Namespace) -> int:
+    from shuffledp.shuffler.service import HopSettings, run_hop
+
+    directory = load_public_directory(args.keys)
+    key = load_hop_key(args.keys, args.index)
+    min_batch = args.min_batch if args.min_batch is not None else max(1, args.expected // 2)
+    settings = HopSettings(
+        prefix=args.prefix,
+        round_id=args.round,
+        hop_index=args.index,
+        n_hops=directory.n_hops,
+        expected_size=args.expected,
+        min_batch=min_batch,
+        deadline=args.deadline,
+    )
+    rng = default_source(args.seed)
+
+    async def main() -> int:
+        async with MqttTransport(args.broker, client_id=_client_id(settings.stage)) as t:
+            result = await run_hop(t, settings, key, rng=rng)
+        if result.refused:
+            print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
+            return EXIT_REFUSED
+        return 0
+
+    return _run(args, main())
+
+
+def _run_analyzer(args: argparse.Namespace) -> int:
+    from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
+
+    directory = load_public_directory(args.keys)
+    key = load_analyzer_key(args.keys)
+    settings = AnalyzerSettings(
+        prefix=args.prefix,
+        round_id=args.round,
+        k=args.k,
+        eps0=args.eps0,
+        n_hops=directory.n_hops,
+        n_expected=args.expected,
+        deadline=args.deadline,
+        target_delta=args.delta,
+        eps=args.eps,
+    )
+
+    async def main() -> int:
+        async with MqttTransport(args.broker, client_id=_client_id("analyzer")) as t:
+            report = await run_analyzer(t, settings, key)
+        text = json.dumps(report, allow_nan=False)
+        if args.out is not None:
+            args.out.write_text(text + "\n", encoding="utf-8")
+        print(text, flush=True)
+        return EXIT_REFUSED if "error" in report else 0
+
+    return _run(args, main())
+
+
+def _run_clients(args: argparse.Namespace) -> int:
+    from shuffledp.clients.service import ClientSettings, run_clients
+    from shuffledp.simulations.datasets import synthetic_values
+
+    directory = load_public_directory(args.keys)
+    rng = default_source(args.seed)
+    if args.values == "synthetic":
+        if args.count is None:
+            raise InvalidParameterError("--values synthetic needs --count N")
+        values = synthetic_values(args.count, args.k, rng)
+    else:
+        values = read_values(Path(args.values), args.k)
+        if args.count is not None:
+            if not 0 <= args.count <= values.size:
+                raise InvalidParameterError(
+                    f"--count must be in [0, {values.size}] (the values in {args.values}), "
+                    f"got {args.count}"
+                )
+            values = values[: args.count]
+    settings = ClientSettings(
+        prefix=args.prefix,
+        round_id=args.round,
+        k=args.k,
+        eps0=args.eps0,
+        name=args.name,
+        max_in_flight=args.max_in_flight,
+        ready_timeout=args.ready_timeout,
+    )
+
+    async def main() -> int:
+        async with MqttTransport(args.broker, client_id=_client_id(args.name)) as t:
+            await run_clients(
+                t,
+                settings,
+                values,
+                hop_public_keys=directory.hop_keys,
+                analyzer_public_key=directory.analyzer_key,
+                rng=rng,
+            )
+        return 0
+
+    return _run(args, main())

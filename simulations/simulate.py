@@ -1,0 +1,395 @@
+"""`shuffledp simulate`: one full round, every component a separate OS process.
+
+The launcher only does what an operator would: it makes a key directory (``shuffledp keys
+init``), writes each client process's values to a file, starts a broker if none is given (the
+embedded amqtt broker, ``shuffledp broker``, on 127.0.0.1), starts the analyzer, the H hops and
+the client processes (``shuffledp analyzer|hop|clients``) with a topic prefix of its own, shows
+their progress (it listens to their progress topics like any observer), waits for the report on
+the report topic, and adds what only a simulation knows: the true histogram and the utility of
+every estimator against the central Gaussian baseline.
+
+Everything it started is stopped when it returns, also on an error or Ctrl-C: child processes
+get SIGTERM, then SIGKILL after a grace period; the temporary directory is removed; the
+retained topics of the round are cleared.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import signal
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    require_delta,
+    require_eps,
+    require_int,
+    require_positive,
+)
+from shuffledp.analyzer.report import build_report
+from shuffledp.keys import init_key_directory
+from shuffledp.protocol.mqtt import MqttTransport, parse_broker_url
+from shuffledp.protocol.record import MAX_K
+from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
+from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
+from shuffledp.randomness import default_source
+from shuffledp.simulations.datasets import synthetic_values
+
+__all__ = ["SimulationError", "SimulationOptions", "run_simulation"]
+
+GRACE_SECONDS = 5.0
+BROKER_START_TIMEOUT = 20.0
+
+
+class SimulationError(RuntimeError):
+    """A component failed or the round did not complete; the message says which and why."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SimulationOptions:
+    """What `shuffledp simulate` runs (validated on construction)."""
+
+    n: int = 10_000
+    k: int = 15
+    eps0: float = 4.0
+    hops: int = 3
+    dataset: str = "synthetic"
+    broker: str | None = None
+    seed: int | None = None
+    client_processes: int = 2
+    target_delta: float = 1e-6
+    eps: float | None = None
+    min_batch: int | None = None
+    deadline: float | None = None
+    timeout: float | None = None
+    round_id: int = 1
+
+    def __post_init__(self) -> None:
+        require_int("n", self.n, 2)
+        require_int("k", self.k, 2, MAX_K)
+        require_positive("eps0", self.eps0)
+        require_int("hops", self.hops, 1, 64)
+        if self.dataset != "synthetic":
+            raise InvalidParameterError(
+                f"dataset must be 'synthetic' (real check-ins, gowalla:PATH, are not supported "
+                f"yet), got {self.dataset!r}"
+            )
+        if self.broker is not None:
+            parse_broker_url(self.broker)
+        if self.seed is not None:
+            require_int("seed", self.seed, 0)
+        require_int("client_processes", self.client_processes, 1, 64)
+        if self.client_processes > self.n:
+            raise InvalidParameterError(
+                f"client_processes must be <= n = {self.n}, got {self.client_processes}"
+            )
+        require_delta(self.target_delta)
+        if self.eps is not None:
+            require_eps(self.eps)
+        if self.min_batch is not None:
+            require_int("min_batch", self.min_batch, 1, self.n, bound="[1, n]")
+        if self.deadline is not None:
+            require_positive("deadline", self.deadline)
+        if self.timeout is not None:
+            require_positive("timeout", self.timeout)
+
+    @property
+    def effective_deadline(self) -> float:
+        """Seconds a hop waits for its batch: given, or generous for n (60 s + 2 ms/client)."""
+        return self.deadline if self.deadline is not None else 60.0 + 0.002 * self.n
+
+    @property
+    def effective_timeout(self) -> float:
+        """Seconds the whole run may take before it is stopped."""
+        if self.timeout is not None:
+            return self.timeout
+        return (self.hops + 2) * self.effective_deadline + 60.0
+
+
+@dataclass(slots=True)
+class _Child:
+    name: str
+    process: asyncio.subprocess.Process
+    log_path: Path
+
+    def log_tail(self, lines: int = 15) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.strip().splitlines()[-lines:])
+
+
+@dataclass(slots=True)
+class _Progress:
+    """What the launcher saw of each stage: latest progress counts and state."""
+
+    counts: dict[str, dict[str, Any]] = field(default_factory=dict)
+    states: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+ProgressCallback = Callable[[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], None]
+
+
+def _child_seed(seed: int, index: int) -> int:
+    """An independent 63-bit seed for child ``index`` of a run seeded with ``seed``."""
+    state = np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0]
+    return int(state) >> 1
+
+
+async def run_simulation(
+    options: SimulationOptions, *, on_progress: ProgressCallback | None = None
+) -> dict[str, Any]:
+    """Run one full round (module docstring) and return the report (DESIGN.md "Report") with
+    ``true_histogram``, ``tv_distance``, ``timings`` and ``simulation``. Raises SimulationError
+    if a component fails or the round does not complete within the timeout."""
+    started = time.monotonic()
+    workdir = Path(tempfile.mkdtemp(prefix="shuffledp-sim-"))
+    children: list[_Child] = []
+    broker_child: _Child | None = None
+    prefix = f"shuffledp/sim-{secrets.token_hex(6)}"
+    round_id = options.round_id
+    try:
+        keys = workdir / "keys"
+        init_key_directory(keys, hops=options.hops)
+        values = synthetic_values(options.n, options.k, default_source(options.seed))
+        truth = np.bincount(values, minlength=options.k)
+        value_files = []
+        for index, part in enumerate(np.array_split(values, options.client_processes)):
+            path = workdir / f"values-{index}.txt"
+            path.write_text("".join(f"{int(v)}\n" for v in part), encoding="utf-8")
+            value_files.append((path, int(part.size)))
+
+        if options.broker is None:
+            broker_child, url = await _start_embedded_broker(workdir)
+            broker_label = f"embedded amqtt at {url}"
+        else:
+            url = options.broker
+            broker_label = url
+
+        common = ["--broker", url, "--keys", str(keys), "--prefix", prefix]
+        common += ["--round", str(round_id)]
+        deadline = str(options.effective_deadline)
+        min_batch = options.min_batch if options.min_batch is not None else max(1, options.n // 2)
+        analyzer_args = ["analyzer", *common, "--k", str(options.k), "--eps0", repr(options.eps0)]
+        analyzer_args += ["--expected", str(options.n), "--deadline", deadline]
+        if options.eps is not None:
+            analyzer_args += ["--eps", repr(options.eps)]
+        else:
+            analyzer_args += ["--delta", repr(options.target_delta)]
+        specs: list[tuple[str, list[str]]] = [("analyzer", analyzer_args)]
+        for index in range(options.hops):
+            hop_args = ["hop", *common, "--index", str(index), "--expected", str(options.n)]
+            hop_args += ["--min-batch", str(min_batch), "--deadline", deadline]
+            if options.seed is not None:
+                hop_args += ["--seed", str(_child_seed(options.seed, 1000 + index))]
+            specs.append((f"hop-{index}", hop_args))
+        for index, (path, count) in enumerate(value_files):
+            client_args = ["clients", *common, "--k", str(options.k), "--eps0", repr(options.eps0)]
+            client_args += ["--values", str(path), "--count", str(count)]
+            client_args += ["--name", f"clients-{index}"]
+            if options.seed is not None:
+                client_args += ["--seed", str(_child_seed(options.seed, index))]
+            specs.append((f"clients-{index}", client_args))
+
+        stage_names = [name for name, _ in specs]
+        monitor_id = f"sdp-simulate-{secrets.token_hex(4)}"
+        async with (
+            MqttTransport(url, client_id=monitor_id) as monitor,
+            Inbox(monitor, name="simulate-inbox") as inbox,
+        ):
+            if True:
+                await monitor.subscribe(progress_topic(prefix, round_id, "+"))
+                await monitor.subscribe(status_topic(prefix, round_id, "+"))
+                await monitor.subscribe(report_topic(prefix, round_id))
+                launched = time.monotonic()
+                for name, args in specs:
+                    children.append(await _spawn(name, args, workdir))
+                report, seen = await _watch(inbox, children, prefix, round_id, options, on_progress)
+                finished = time.monotonic()
+                # The round is over: clear what it retained on the broker.
+                for stage in stage_names:
+                    await clear_state(monitor, prefix, round_id, stage)
+                await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
+        for child in children:
+            await _wait_or_kill(child, GRACE_SECONDS)
+
+        if "error" in report:
+            raise SimulationError(f"the round was refused: {report['error']}")
+        final = build_report(
+            round_id=round_id,
+            k=options.k,
+            eps0=options.eps0,
+            histogram=report["histogram"],
+            n_expected=options.n,
+            rejected=report["rejected"],
+            target_delta=options.target_delta,
+            eps=options.eps,
+            true_histogram=truth,
+            baseline_rng=None if options.seed is None else _child_seed(options.seed, 999),
+            randomness_name=(
+                "os-csprng"
+                if options.seed is None
+                else f"seeded-pcg64 from --seed {options.seed} (reproducible simulation; "
+                "not a privacy guarantee)"
+            ),
+        )
+        for key in ("stages", "warning"):
+            if key in report:
+                final[key] = report[key]
+        client_seconds = [
+            float(state.get("seconds", 0.0))
+            for name, state in seen.states.items()
+            if name.startswith("clients-")
+        ]
+        final["timings"] = {
+            "total_seconds": round(time.monotonic() - started, 3),
+            "setup_seconds": round(launched - started, 3),
+            "round_seconds": round(finished - launched, 3),
+            "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
+            **report.get("timings", {}),
+        }
+        final["simulation"] = {
+            "broker": broker_label,
+            "n_hops": options.hops,
+            "client_processes": options.client_processes,
+            "dataset": "synthetic: N(0, 2) (variance 2) in k equal bins over +-3 sd",
+            "seed": options.seed,
+            "topic_prefix": prefix,
+            "deadline_seconds": options.effective_deadline,
+            "min_batch": min_batch,
+        }
+        return final
+    finally:
+        for child in children:
+            await _wait_or_kill(child, 0.0)
+        if broker_child is not None:
+            await _wait_or_kill(broker_child, 0.0)
+        shutil.rmtree(workdir, ignore_errors=True)
+
+
+async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
+    log_path = workdir / f"{name}.log"
+    with open(log_path, "wb") as log:
+        process = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "shuffledp",
+            *args,
+            stdin=asyncio.subprocess.DEVNULL,
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=log,
+            # Its own session: a Ctrl-C in the terminal reaches the launcher only, which then
+            # stops every child itself (no child dies half-way through printing a traceback).
+            start_new_session=True,
+        )
+    return _Child(name, process, log_path)
+
+
+async def _start_embedded_broker(workdir: Path) -> tuple[_Child, str]:
+    from shuffledp.simulations.broker import free_loopback_port
+
+    last_error = ""
+    for _attempt in range(3):  # the free port may be taken between probing and binding
+        port = free_loopback_port()
+        log_path = workdir / f"broker-{port}.log"
+        with open(log_path, "wb") as log:
+            process = await asyncio.create_subprocess_exec(
+                sys.executable,
+                "-m",
+                "shuffledp",
+                "broker",
+                "--port",
+                str(port),
+                stdin=asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=log,
+                start_new_session=True,
+            )
+        child = _Child("broker", process, log_path)
+        assert process.stdout is not None
+        try:
+            async with asyncio.timeout(BROKER_START_TIMEOUT):
+                line = await process.stdout.readline()
+        except TimeoutError:
+            line = b""
+        if b"listening on" in line:
+            return child, f"mqtt://127.0.0.1:{port}"
+        await _wait_or_kill(child, 0.0)
+        last_error = child.log_tail()
+    raise SimulationError(f"the embedded broker did not start: {last_error or 'no output'}")
+
+
+async def _watch(
+    inbox: Inbox,
+    children: list[_Child],
+    prefix: str,
+    round_id: int,
+    options: SimulationOptions,
+    on_progress: ProgressCallback | None,
+) -> tuple[dict[str, Any], _Progress]:
+    """Follow progress until the report arrives; SimulationError if a child fails first."""
+    seen = _Progress()
+    report_at = report_topic(prefix, round_id)
+    stop_at = time.monotonic() + options.effective_timeout
+    while True:
+        for child in children:
+            code = child.process.returncode
+            if code is not None and code != 0 and child.name != "analyzer":
+                raise SimulationError(f"{child.name} exited with code {code}:\n{child.log_tail()}")
+        if time.monotonic() > stop_at:
+            raise SimulationError(
+                f"the round did not complete within {options.effective_timeout:.0f} s; last "
+                f"progress: {json.dumps(seen.counts)}"
+            )
+        message = await inbox.get(0.25)
+        if message is None:
+            analyzer = children[0]
+            if analyzer.process.returncode not in (None, 0, 3):
+                raise SimulationError(
+                    f"analyzer exited with code {analyzer.process.returncode}:\n"
+                    f"{analyzer.log_tail()}"
+                )
+            continue
+        body = decode_json(message.payload)
+        if body is None:
+            continue
+        if message.topic == report_at:
+            return body, seen
+        stage = str(body.get("stage", "?"))
+        if "/progress/" in message.topic:
+            seen.counts[stage] = body
+        else:
+            seen.states[stage] = body
+        if on_progress is not None:
+            on_progress(seen.counts, seen.states)
+
+
+async def _wait_or_kill(child: _Child, grace: float) -> None:
+    """Wait up to ``grace`` s for the child to exit; then SIGTERM, then SIGKILL."""
+    process = child.process
+    if process.returncode is not None:
+        return
+    if grace > 0:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), grace)
+            return
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, sig)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(process.wait(), GRACE_SECONDS)
+            return

@@ -1,0 +1,196 @@
+"""`shuffledp simulate`: the command line of :mod:`shuffledp.simulations.simulate`."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
+
+__all__ = ["add_parser", "format_report"]
+
+
+def add_parser(subparsers: Any) -> None:
+    p = subparsers.add_parser(
+        "simulate",
+        help="run one full round: clients, hops, analyzer as separate processes over MQTT",
+        description="Start the embedded MQTT broker (or use --broker), make keys, launch the "
+        "analyzer, H hops and client processes hosting N simulated clients, run one round and "
+        "print the report: true vs estimated histogram, TV distance per estimator and for the "
+        "central Gaussian baseline, the guarantee and timings.",
+    )
+    p.add_argument("--n", type=int, default=10_000, help="simulated clients (default 10000)")
+    p.add_argument("--k", type=int, default=15, help="number of values (default 15)")
+    p.add_argument("--eps0", type=float, default=4.0, help="local k-RR epsilon (default 4)")
+    p.add_argument("--hops", type=int, default=3, help="shuffler hops (default 3)")
+    p.add_argument("--dataset", default="synthetic", help="synthetic (default): N(0, 2) in k bins")
+    p.add_argument(
+        "--broker",
+        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
+    )
+    p.add_argument(
+        "--seed", type=int, help="seed every generator (reproducible; default: OS CSPRNG)"
+    )
+    p.add_argument("--client-processes", type=int, default=2, help="client processes (default 2)")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
+    target.add_argument("--eps", type=float, help="report the delta bracket at this eps")
+    p.add_argument("--min-batch", type=int, help="hops' minimum batch (default n/2)")
+    p.add_argument("--deadline", type=float, help="hops' deadline in s (default 60 + 2 ms * n)")
+    p.add_argument("--timeout", type=float, help="stop the whole run after this many seconds")
+    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    options = SimulationOptions(
+        n=args.n,
+        k=args.k,
+        eps0=args.eps0,
+        hops=args.hops,
+        dataset=args.dataset,
+        broker=args.broker,
+        seed=args.seed,
+        client_processes=args.client_processes,
+        target_delta=args.delta,
+        eps=args.eps,
+        min_batch=args.min_batch,
+        deadline=args.deadline,
+        timeout=args.timeout,
+    )
+    display = None if args.quiet else _ProgressDisplay(options)
+    try:
+        if display is not None:
+            with display:
+                report = asyncio.run(run_simulation(options, on_progress=display.update))
+        else:
+            report = asyncio.run(run_simulation(options))
+    except KeyboardInterrupt:
+        print(
+            "shuffledp simulate: interrupted; every process it started was stopped", file=sys.stderr
+        )
+        return 130
+    except (SimulationError, OSError) as exc:
+        print(f"shuffledp simulate: error: {exc}", file=sys.stderr)
+        return 1
+    if args.json:
+        print(json.dumps(report, allow_nan=False))
+    else:
+        print(format_report(report))
+    return 0
+
+
+class _ProgressDisplay:
+    """One progress bar per stage on stderr (rich; plain lines when stderr is not a terminal)."""
+
+    def __init__(self, options: SimulationOptions) -> None:
+        from rich.console import Console
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+        self._progress = Progress(
+            TextColumn("{task.description:<10}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[state]}"),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._tasks: dict[str, Any] = {}
+        self._options = options
+
+    def __enter__(self) -> _ProgressDisplay:
+        self._progress.__enter__()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._progress.__exit__(None, None, None)
+
+    def update(self, counts: dict[str, dict[str, Any]], states: dict[str, dict[str, Any]]) -> None:
+        for stage in sorted(set(counts) | set(states), key=_stage_order):
+            count = counts.get(stage, {})
+            state = str(states.get(stage, {}).get("state", ""))
+            total = count.get("total", count.get("expected", None))
+            done = count.get("sent", count.get("accepted", 0))
+            if stage not in self._tasks:
+                self._tasks[stage] = self._progress.add_task(stage, total=total, state=state)
+            self._progress.update(self._tasks[stage], completed=done, total=total, state=state)
+
+
+def _stage_order(stage: str) -> tuple[int, str]:
+    if stage.startswith("clients"):
+        return (0, stage)
+    if stage.startswith("hop-"):
+        return (1, stage.rjust(8))
+    return (2, stage)
+
+
+def format_report(report: dict[str, Any]) -> str:
+    """The report as a compact text table (what `shuffledp simulate` prints without --json)."""
+    lines: list[str] = []
+    sim = report.get("simulation", {})
+    privacy = report["privacy"]
+    lines.append(
+        f"round {report['round']}: {report['n_received']} of {report['n_expected']} reports "
+        f"received; k = {report['k']}, eps0 = {report['eps0']:g}, {sim.get('n_hops', '?')} hops, "
+        f"broker: {sim.get('broker', '?')}"
+    )
+    truth = report.get("true_histogram")
+    noisy = report["histogram"]
+    inv = report["estimate"]["counts"] or [0.0] * len(noisy)
+    n = max(report["n_received"], 1)
+    ibu = [p * n for p in report.get("IBU_distribution") or []] or [0.0] * len(noisy)
+    scale = max([*(truth or []), *noisy, 1])
+    lines.append("")
+    lines.append(
+        f"{'bin':>4} {'true':>7} {'noisy':>7} {'shuffle+INV':>12} {'IBU':>9}  true vs shuffle+INV"
+    )
+    for j, count in enumerate(noisy):
+        t = truth[j] if truth else 0
+        bar_true = "#" * round(30 * t / scale)
+        bar_est = "=" * round(30 * inv[j] / scale)
+        lines.append(
+            f"{j:>4} {t:>7} {count:>7} {inv[j]:>12.1f} {ibu[j]:>9.1f}  {bar_true}\n"
+            f"{'':>43}{bar_est}"
+        )
+    tv = report.get("tv_distance")
+    if tv:
+        lines.append("")
+        lines.append(
+            "TV distance to the truth: "
+            + ", ".join(f"{name} {_num(value)}" for name, value in tv.items())
+        )
+    lines.append("")
+    if privacy.get("error"):
+        lines.append(f"guarantee: none ({privacy['error']})")
+    else:
+        lines.append(
+            f"guarantee: eps = {_num(privacy['eps'])}, delta <= {_num(privacy['delta'])} "
+            f"(valid upper bound from {privacy['bound']}; delta_lower = "
+            f"{_num(privacy['delta_lower'])}; computed for n = {privacy['n']} received)"
+        )
+    rejected = {k: v for k, v in report.get("rejected", {}).items() if v}
+    lines.append(
+        "rejected: " + (", ".join(f"{k} {v}" for k, v in rejected.items()) if rejected else "none")
+    )
+    timings = report.get("timings", {})
+    if timings:
+        lines.append(
+            "timings (s): "
+            + ", ".join(f"{k.removesuffix('_seconds')} {v}" for k, v in timings.items())
+        )
+    lines.append(f"randomness: {report.get('randomness')}")
+    if report.get("warning"):
+        lines.append(f"warning: {report['warning']}")
+    return "\n".join(lines)
+
+
+def _num(value: Any) -> str:
+    if value is None:
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.4g}"
+    return str(value)
