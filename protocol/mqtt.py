@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import re
+import socket
 import ssl
 from collections.abc import AsyncIterator
 from types import TracebackType
@@ -40,37 +42,89 @@ class MqttConnectionError(RuntimeError):
     """The broker could not be reached, or the connection was lost."""
 
 
+_PORT_RE = re.compile(r"[0-9]{1,5}")
+_HOST_RE = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
+
+
 def parse_broker_url(url: str) -> tuple[str, int]:
-    """(host, port) of ``mqtt://host[:port]`` (default port 1883).
+    """(host, port) of ``mqtt://host[:port]`` (port 1883 if omitted).
 
-    Raises InvalidParameterError for anything else: another scheme, no host, a port outside
-    1..65535, or a path, query, fragment or credentials (credentials do not belong in a URL
-    that is printed in reports and process lists).
+    Anything else raises InvalidParameterError naming the rule and the value: another scheme
+    (mqtts://, tcp://, http://; TLS is not supported), no host, a port outside 1..65535, or a
+    path, query, fragment or user credentials. An IPv6 host is written in brackets,
+    ``mqtt://[::1]:1883``, and returned without them.
     """
-    from urllib.parse import urlsplit
-
     if not isinstance(url, str):
-        raise InvalidParameterError(f"broker URL must be a string, got {url!r}")
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise InvalidParameterError(f"broker URL must be mqtt://host[:port], got {url!r}") from exc
-    if parts.scheme != "mqtt":
+        raise InvalidParameterError(f"broker URL must be a string mqtt://host[:port], got {url!r}")
+    if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
+        raise InvalidParameterError(f"broker URL must not contain whitespace, got {url!r}")
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() != "mqtt":
         raise InvalidParameterError(
-            f"broker URL must use the scheme mqtt:// (TLS is not supported yet), got {url!r}"
+            f"broker URL must start with mqtt:// (form mqtt://host[:port]; TLS, mqtts://, is not "
+            f"supported), got {url!r}"
         )
-    if not parts.hostname:
-        raise InvalidParameterError(f"broker URL must name a host, got {url!r}")
-    if parts.username is not None or parts.password is not None:
-        raise InvalidParameterError(f"broker URL must not contain credentials, got {url!r}")
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
+    netloc, _, tail = _split_netloc(rest)
+    if tail:
         raise InvalidParameterError(
-            f"broker URL must be mqtt://host[:port] without path or query, got {url!r}"
+            f"broker URL must have no path, query or fragment (form mqtt://host[:port]), "
+            f"got {url!r}"
         )
-    if port is not None and not 1 <= port <= 65535:
-        raise InvalidParameterError(f"broker port must be in [1, 65535], got {port}")
-    return parts.hostname, DEFAULT_PORT if port is None else port
+    if "@" in netloc:
+        raise InvalidParameterError(
+            f"broker URL must not contain user credentials (form mqtt://host[:port]), got {url!r}"
+        )
+    host, port_text = _split_host_port(netloc)
+    if not host:
+        raise InvalidParameterError(
+            f"broker URL must name a host (form mqtt://host[:port]), got {url!r}"
+        )
+    if not _HOST_RE.fullmatch(host):
+        raise InvalidParameterError(
+            f"broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
+        )
+    if port_text is None:
+        port = DEFAULT_PORT
+    elif _PORT_RE.fullmatch(port_text) and 1 <= int(port_text) <= 65535:
+        port = int(port_text)
+    else:
+        raise InvalidParameterError(
+            f"broker URL port must be an integer in 1..65535, got {port_text!r} in {url!r}"
+        )
+    if host.startswith("["):
+        host = host[1:-1]
+        try:
+            socket.inet_pton(socket.AF_INET6, host)
+        except OSError:
+            raise InvalidParameterError(
+                f"broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
+            ) from None
+    return host, port
+
+
+def _split_netloc(rest: str) -> tuple[str, str, str]:
+    """(netloc, separator, everything after it) of the part after `scheme://`."""
+    cut = min((i for i in (rest.find(c) for c in "/?#") if i >= 0), default=-1)
+    if cut < 0:
+        return rest, "", ""
+    return rest[:cut], rest[cut], rest[cut:]
+
+
+def _split_host_port(netloc: str) -> tuple[str, str | None]:
+    if netloc.startswith("["):
+        end = netloc.find("]")
+        if end < 0:
+            return netloc, None  # rejected by the host rule
+        host, after = netloc[: end + 1], netloc[end + 1 :]
+        if not after:
+            return host, None
+        if not after.startswith(":"):
+            return netloc, None  # rejected by the host rule
+        return host, after[1:]
+    host, colon, port = netloc.partition(":")
+    if not colon:
+        return host, None
+    return host, port
 
 
 class MqttTransport:

@@ -6,10 +6,11 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from shuffledp import __version__
+from shuffledp import __version__, components_cli, keys_cli
 from shuffledp.accountant import cli as account_cli
 from shuffledp.accountant.bounds import BoundUnavailableError, OutsideConditionsError
 from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.simulations import broker_cli, simulate_cli
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -27,6 +28,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"shuffledp {__version__}")
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
     account_cli.add_parser(sub)
+    broker_cli.add_parser(sub)
+    keys_cli.add_parser(sub)
+    components_cli.add_parsers(sub)
+    simulate_cli.add_parser(sub)
     return parser
 
 

@@ -1,0 +1,419 @@
+"""MQTT brokers for the pipeline: the embedded one (amqtt, in-process) and a Mosquitto launcher.
+
+Both listen on the loopback interface only (127.0.0.1), never on 0.0.0.0: the simulations run on
+one machine, and an anonymous broker must not be reachable from the network.
+
+- :class:`EmbeddedBroker` runs amqtt inside the current event loop; no setup, fine for the default
+  runs (amqtt 0.12 with aiomqtt: ~2,600 QoS 1 messages/s with the broker in a process of its own,
+  shared/TRANSPORT.md; ~1,400/s when broker, publisher and subscriber share one event loop).
+- :class:`MosquittoBroker` starts ``mosquitto -c CONF`` as a child process on a free port with the
+  configuration of :data:`MOSQUITTO_CONFIG_TEMPLATE`; for large runs and the integration tests.
+  The same configuration ships as ``deploy/mosquitto.conf`` (port 1883) for users who run
+  Mosquitto themselves: ``mosquitto -c deploy/mosquitto.conf``.
+- :func:`parse_broker_url` (from :mod:`shuffledp.protocol.mqtt`) checks ``--broker`` URLs.
+
+Message size: amqtt 0.12 has no maximum message size (no setting exists; a message is held in
+memory whole), so the pipeline's batches of ~1 MB sent as one message pass as they are. Mosquitto
+gets ``max_packet_size`` = :data:`MAX_PACKET_BYTES` (16 MiB), see the template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import logging
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+from collections.abc import Awaitable, Iterator
+from pathlib import Path
+from types import TracebackType
+from typing import Any, TypeVar
+
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.protocol.mqtt import parse_broker_url
+
+__all__ = [
+    "DEFAULT_MQTT_PORT",
+    "LOOPBACK",
+    "MAX_PACKET_BYTES",
+    "MOSQUITTO_CONFIG_TEMPLATE",
+    "EmbeddedBroker",
+    "MosquittoBroker",
+    "find_mosquitto",
+    "free_loopback_port",
+    "parse_broker_url",
+    "write_mosquitto_config",
+]
+
+LOOPBACK = "127.0.0.1"
+DEFAULT_MQTT_PORT = 1883
+# Largest MQTT packet Mosquitto accepts: 16x the pipeline's largest batch message (~1 MB).
+MAX_PACKET_BYTES = 16 * 1024 * 1024
+# Attempts at a fresh free port when the one picked was taken meanwhile (port chosen by us only).
+_PORT_ATTEMPTS = 3
+_AMQTT_LOGGERS = ("amqtt", "transitions")
+_T = TypeVar("_T")
+
+
+def free_loopback_port() -> int:
+    """A TCP port that is free on 127.0.0.1 right now (the OS picks it; another process may take
+    it before the caller binds it, which the brokers below handle by retrying)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((LOOPBACK, 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def _check_port(port: int) -> int:
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise InvalidParameterError(f"broker port must be an integer in 1..65535, got {port!r}")
+    return port
+
+
+async def _run_to_completion(awaitable: Awaitable[_T]) -> _T:
+    """Await `awaitable` to its end even if the caller is cancelled meanwhile, then re-raise the
+    cancellation: a broker half started or half stopped would leak its socket or process."""
+    task = asyncio.ensure_future(awaitable)
+    cancelled = False
+    while not task.done():
+        try:
+            await asyncio.wait([task])  # unlike `await task`, does not cancel it with the caller
+        except asyncio.CancelledError:
+            cancelled = True
+    if cancelled:
+        error = None if task.cancelled() else task.exception()
+        raise asyncio.CancelledError from error
+    return task.result()
+
+
+# --------------------------------------------------------------------------------------------
+# Embedded broker (amqtt)
+# --------------------------------------------------------------------------------------------
+
+
+class _PortInUseError(Exception):
+    pass
+
+
+class _DropStartupTraceback(logging.Filter):
+    """amqtt logs a traceback ("Broker startup failed") before raising; we raise a clear error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Broker startup failed"
+
+
+def _amqtt_config(port: int) -> dict[str, Any]:
+    # amqtt 0.12's format; unknown keys raise. No $SYS plugin, no event/packet logger plugins;
+    # the anonymous-auth plugin is required, without any auth plugin every client is refused.
+    return {
+        "listeners": {"default": {"type": "tcp", "bind": f"{LOOPBACK}:{port}"}},
+        "plugins": {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}},
+    }
+
+
+class EmbeddedBroker:
+    """amqtt's MQTT 3.1.1 broker in the running event loop, on 127.0.0.1 only.
+
+    ``async with EmbeddedBroker() as broker:`` starts it on a free port (or `port`); it accepts
+    connections when the body runs, at ``broker.url``. Leaving the block stops it, also when the
+    task is cancelled. amqtt's loggers are set to WARNING (INFO with ``verbose=True``).
+    """
+
+    host = LOOPBACK
+
+    def __init__(self, port: int | None = None, *, verbose: bool = False) -> None:
+        self._fixed_port = port is not None
+        self._port = _check_port(port) if port is not None else free_loopback_port()
+        self._verbose = verbose
+        self._broker: Any = None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.host}:{self._port}"
+
+    async def __aenter__(self) -> EmbeddedBroker:
+        if self._broker is not None:
+            raise RuntimeError("this EmbeddedBroker is already running")
+        for name in _AMQTT_LOGGERS:
+            level = logging.INFO if self._verbose and name == "amqtt" else logging.WARNING
+            logging.getLogger(name).setLevel(level)
+        try:
+            await _run_to_completion(self._start_on_some_port())
+        except asyncio.CancelledError:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def _start_on_some_port(self) -> None:
+        for attempt in range(_PORT_ATTEMPTS):
+            try:
+                self._broker = await self._start()
+                return
+            except _PortInUseError:
+                if self._fixed_port or attempt == _PORT_ATTEMPTS - 1:
+                    raise RuntimeError(
+                        f"embedded MQTT broker: port {self._port} on {self.host} is already in "
+                        f"use (another broker running? choose another port)"
+                    ) from None
+                self._port = free_loopback_port()
+
+    async def _start(self) -> Any:
+        from amqtt.broker import Broker
+        from amqtt.errors import BrokerError
+
+        broker = Broker(_amqtt_config(self._port))
+        log_filter = _DropStartupTraceback()
+        amqtt_logger = logging.getLogger("amqtt.broker")
+        amqtt_logger.addFilter(log_filter)
+        try:
+            await broker.start()
+        except BrokerError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+                raise _PortInUseError from exc
+            raise RuntimeError(
+                f"embedded MQTT broker could not start on {self.host}:{self._port}: {exc}"
+            ) from exc
+        finally:
+            amqtt_logger.removeFilter(log_filter)
+        return broker
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        broker, self._broker = self._broker, None
+        if broker is not None:
+            await _run_to_completion(broker.shutdown())
+
+
+# --------------------------------------------------------------------------------------------
+# Mosquitto
+# --------------------------------------------------------------------------------------------
+
+MOSQUITTO_CONFIG_TEMPLATE = f"""\
+# Mosquitto 2.x configuration for shuffledp (made from MOSQUITTO_CONFIG_TEMPLATE in
+# simulations/broker.py; deploy/mosquitto.conf is this file for port 1883).
+# Run: mosquitto -c deploy/mosquitto.conf   then: shuffledp simulate --broker mqtt://127.0.0.1:1883
+#
+# Security settings (allow_anonymous) apply to every listener alike; set before any listener.
+per_listener_settings false
+# Listen on port {{port}} of the loopback interface only: nothing off this machine can connect.
+listener {{port}} 127.0.0.1
+# Anonymous clients: reports are protected by their onion encryption, not by broker accounts;
+# acceptable only because the listener above is loopback-only.
+allow_anonymous true
+# No per-client cap on queued QoS 1/2 messages: the default (1000) silently drops QoS 1 messages
+# to a subscriber that falls behind (27-34 % lost with one paused 3 s, shared/TRANSPORT.md).
+max_queued_messages 0
+# No byte cap on that queue either (Mosquitto's default, stated so that nobody adds one).
+max_queued_bytes 0
+# Up to 1000 unacknowledged QoS 1/2 messages in flight to each client (default 20 throttles a
+# fast subscriber); beyond that they wait in the unbounded queue above, they are not dropped.
+max_inflight_messages 1000
+# Largest MQTT packet accepted: 16 MiB, 16x the pipeline's ~1 MB batches. A larger packet gets its
+# sender disconnected (loud), unlike the deprecated message_size_limit, which drops it silently.
+max_packet_size {MAX_PACKET_BYTES}
+# Keep nothing on disk: messages live in memory only, no mosquitto.db is written.
+persistence false
+# Log to the standard error stream (MosquittoBroker keeps it in a file and shows it on failure),
+log_dest stderr
+# errors only,
+log_type error
+# and warnings.
+log_type warning
+"""
+
+
+def write_mosquitto_config(directory: str | os.PathLike[str], port: int) -> Path:
+    """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path."""
+    path = Path(directory) / "mosquitto.conf"
+    path.write_text(MOSQUITTO_CONFIG_TEMPLATE.format(port=_check_port(port)), encoding="utf-8")
+    return path
+
+
+def find_mosquitto() -> str | None:
+    """Path of the mosquitto binary: on PATH, else Debian's /usr/sbin/mosquitto; None if absent."""
+    found = shutil.which("mosquitto")
+    if found is not None:
+        return found
+    fallback = "/usr/sbin/mosquitto"
+    return fallback if os.access(fallback, os.X_OK) else None
+
+
+class MosquittoBroker:
+    """A ``mosquitto -c CONF`` child process on 127.0.0.1, configured by
+    :data:`MOSQUITTO_CONFIG_TEMPLATE` in a temporary directory.
+
+    Use ``async with MosquittoBroker() as broker:`` (or plain ``with``): on entry it starts and
+    waits until the port accepts connections (10 s at most; the error shows mosquitto's log); on
+    exit it sends SIGTERM, waits, SIGKILLs if need be, and removes the temporary directory.
+    """
+
+    host = LOOPBACK
+    START_TIMEOUT = 10.0
+    STOP_TIMEOUT = 5.0
+
+    def __init__(self, port: int | None = None, *, binary: str | None = None) -> None:
+        self._fixed_port = port is not None
+        self._port = _check_port(port) if port is not None else free_loopback_port()
+        self._binary = binary
+        self._tmpdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.host}:{self._port}"
+
+    @property
+    def config_path(self) -> Path:
+        if self._tmpdir is None:
+            raise RuntimeError("MosquittoBroker is not running")
+        return self._tmpdir / "mosquitto.conf"
+
+    def log(self) -> str:
+        """What mosquitto wrote to stderr so far."""
+        if self._tmpdir is None:
+            return ""
+        path = self._tmpdir / "mosquitto.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- starting: one generator of steps, driven by a blocking or by an asyncio sleep ------------
+
+    def _start_steps(self) -> Iterator[float]:
+        """Start mosquitto; yield seconds to sleep while waiting for its port; raise on failure."""
+        binary = self._binary or find_mosquitto()
+        if binary is None or not os.access(binary, os.X_OK):
+            raise RuntimeError(
+                f"mosquitto not found ({binary or 'looked on PATH and at /usr/sbin/mosquitto'}); "
+                f"install it (apt-get install mosquitto) or use the embedded broker"
+            )
+        for attempt in range(_PORT_ATTEMPTS):
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
+            config = write_mosquitto_config(self._tmpdir, self._port)
+            with open(self._tmpdir / "mosquitto.log", "wb") as log:
+                self._process = subprocess.Popen(
+                    [binary, "-c", str(config)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
+                )
+            deadline = time.monotonic() + self.START_TIMEOUT
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    reason = f"exited with code {code}"
+                    break
+                if _accepts_connections(self.host, self._port):
+                    # Could be another program on a port just taken: ours must still be running.
+                    yield 0.05
+                    code = self._process.poll()
+                    if code is None:
+                        return
+                    reason = f"exited with code {code}"
+                    break
+                if time.monotonic() > deadline:
+                    reason = f"did not accept connections within {self.START_TIMEOUT:g} s"
+                    break
+                yield 0.02
+            output = self.log().strip()
+            self._stop()
+            if (
+                "address already in use" in output.lower()
+                and not self._fixed_port
+                and attempt < _PORT_ATTEMPTS - 1
+            ):
+                self._port = free_loopback_port()
+                continue
+            raise RuntimeError(
+                f"mosquitto ({binary}) on {self.host}:{self._port} {reason}; its output: "
+                f"{output or '(none)'}"
+            )
+
+    def _stop_process(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=self.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _stop(self) -> None:
+        try:
+            self._stop_process()
+        finally:
+            tmpdir, self._tmpdir = self._tmpdir, None
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def __enter__(self) -> MosquittoBroker:
+        if self._process is not None:
+            raise RuntimeError("this MosquittoBroker is already running")
+        try:
+            for delay in self._start_steps():
+                time.sleep(delay)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop()
+
+    async def __aenter__(self) -> MosquittoBroker:
+        if self._process is not None:
+            raise RuntimeError("this MosquittoBroker is already running")
+        try:
+            for delay in self._start_steps():
+                await asyncio.sleep(delay)
+        except BaseException:
+            # Also on cancellation: stop what was started (SIGTERM is answered in milliseconds).
+            self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # The wait for the process to end runs in a worker thread, to completion even if cancelled.
+        await _run_to_completion(asyncio.to_thread(self._stop))
+
+
+def _accepts_connections(host: str, port: int) -> bool:
+    try:
+        with socket.create_connection((host, port), timeout=0.5):
+            return True
+    except OSError:
+        return False
+
+
+# --------------------------------------------------------------------------------------------
+# --broker URL
+# --------------------------------------------------------------------------------------------
