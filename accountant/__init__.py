@@ -10,6 +10,8 @@ Typical use::
 See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 """
 
+from typing import TYPE_CHECKING, Any
+
 from .bounds import (
     AllOthersX0,
     BiswasLiteral,
@@ -26,12 +28,25 @@ from .bounds import (
     StrongAdversary,
     WangKRR,
 )
-from .composition import ComposedResult, compose
 from .inversion import EpsResult, calibrate_eps0, eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
 from .registry import BOUND_NAMES, make_bound, needs_nx0
 from .tight import Tight
+
+if TYPE_CHECKING:
+    from .composition import ComposedResult, compose
+
+
+def __getattr__(name: str) -> Any:
+    # composition imports dp_accounting (about 0.9 s, mostly scipy.signal); only accounting over
+    # rounds needs it, so hops, clients and the analyzer do not pay for it at start-up.
+    if name in ("ComposedResult", "compose"):
+        from . import composition
+
+        return getattr(composition, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BOUND_NAMES",

@@ -15,7 +15,6 @@ from .bounds import (
     OutsideConditionsError,
     SingleBin,
 )
-from .composition import compose
 from .inversion import eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .registry import BOUND_NAMES, make_bound, needs_nx0
@@ -113,6 +112,8 @@ def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> 
 
 
 def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+    from .composition import compose  # lazy: dp_accounting takes ~0.9 s to import
+
     if isinstance(bound, Tight):
         members = None
     elif isinstance(bound, CloneFormBound):

@@ -45,7 +45,6 @@ from dataclasses import dataclass
 
 import numpy as np
 import numpy.typing as npt
-from diffprivlib.mechanisms import GaussianAnalytic
 from scipy.special import log_ndtr
 
 from shuffledp.accountant.mechanism import (
@@ -210,6 +209,9 @@ def gaussian_baseline(
     state = _as_diffprivlib_state(random_state)
     sigma_exact = analytic_gaussian_sigma(eps_value, delta_value, L2_SENSITIVITY_REPLACE_ONE)
     with np.errstate(over="ignore", invalid="ignore"):  # its e^eps overflows above eps ~ 709
+        # Imported here: diffprivlib pulls in scikit-learn (~0.8 s), which only simulations need.
+        from diffprivlib.mechanisms import GaussianAnalytic
+
         mechanism = GaussianAnalytic(
             epsilon=eps_value,
             delta=delta_value,

@@ -6,9 +6,10 @@ import argparse
 import asyncio
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
+if TYPE_CHECKING:
+    from shuffledp.simulations.simulate import SimulationOptions
 
 __all__ = ["add_parser", "format_report"]
 
@@ -47,6 +48,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
+
     options = SimulationOptions(
         n=args.n,
         k=args.k,
@@ -146,15 +149,16 @@ def format_report(report: dict[str, Any]) -> str:
     scale = max([*(truth or []), *noisy, 1])
     lines.append("")
     lines.append(
-        f"{'bin':>4} {'true':>7} {'noisy':>7} {'shuffle+INV':>12} {'IBU':>9}  true vs shuffle+INV"
+        f"{'bin':>4} {'true':>7} {'noisy':>7} {'shuffle+INV':>12} {'IBU':>9}  "
+        "true (#) and shuffle+INV (|)"
     )
+    width = 30
     for j, count in enumerate(noisy):
         t = truth[j] if truth else 0
-        bar_true = "#" * round(30 * t / scale)
-        bar_est = "=" * round(30 * inv[j] / scale)
+        bar = list("#" * round(width * t / scale) + " " * (width + 1))
+        bar[min(round(width * inv[j] / scale), width)] = "|"
         lines.append(
-            f"{j:>4} {t:>7} {count:>7} {inv[j]:>12.1f} {ibu[j]:>9.1f}  {bar_true}\n"
-            f"{'':>43}{bar_est}"
+            f"{j:>4} {t:>7} {count:>7} {inv[j]:>12.1f} {ibu[j]:>9.1f}  {''.join(bar).rstrip()}"
         )
     tv = report.get("tv_distance")
     if tv:
