@@ -20,6 +20,8 @@ input makes ``offer`` raise. Guarantees: ``histogram().sum() == n_received`` and
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import numpy.typing as npt
 from nacl.public import PrivateKey
@@ -28,7 +30,7 @@ from shuffledp.accountant.mechanism import require_int
 from shuffledp.protocol.errors import REJECTION_REASONS, RejectedMessage
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, decode_record
-from shuffledp.protocol.screen import MessageScreen
+from shuffledp.protocol.screen import Mapper, MessageScreen
 
 __all__ = ["AnalyzerRound"]
 
@@ -105,6 +107,43 @@ class AnalyzerRound:
         self._counts[record.value] += 1
         self._received += 1
         return None
+
+    def offer_many(
+        self, messages: Sequence[bytes | bytearray | memoryview], *, mapper: Mapper | None = None
+    ) -> list[str | None]:
+        """Offer ``messages`` in order: the same results and counts as :meth:`offer` on each in
+        turn, with decryption and decoding run by ``mapper`` (default ``map``; e.g.
+        ``ThreadPoolExecutor.map`` to open layers on several cores)."""
+        run = mapper if mapper is not None else map
+        results: list[str | None] = [None] * len(messages)
+        pending: list[tuple[int, bytes]] = []
+        for index, message in enumerate(messages):
+            data, reason = self._screen.check(message)
+            if reason is not None:
+                results[index] = self._reject(reason)
+            else:
+                pending.append((index, data))
+        opened = list(run(self._try_open, [data for _, data in pending]))
+        for (index, _), out in zip(pending, opened, strict=True):
+            if isinstance(out, str):
+                results[index] = self._reject(out)
+            else:
+                assert isinstance(out, int)
+                self._counts[out] += 1
+                self._received += 1
+        return results
+
+    def _try_open(self, data: bytes) -> int | str:
+        """The report's value, or the reason it is rejected (thread-safe: no state)."""
+        try:
+            record = decode_record(
+                peel(data, self._key, expected_length=self._screen.length),
+                expected_round=self._round_id,
+                k=self._k,
+            )
+        except RejectedMessage as exc:
+            return exc.reason
+        return record.value
 
     def _reject(self, reason: str) -> str:
         self._rejected[reason] += 1

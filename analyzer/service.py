@@ -35,7 +35,7 @@ from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import Inbox, publish_progress, publish_state
+from shuffledp.protocol.runtime import Inbox, peel_pool, publish_progress, publish_state
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
 from shuffledp.protocol.transport import Transport
 
@@ -44,7 +44,7 @@ __all__ = ["AnalyzerSettings", "run_analyzer"]
 logger = logging.getLogger("shuffledp.analyzer")
 
 PROGRESS_INTERVAL = 0.5
-OFFER_CHUNK = 512
+OFFER_CHUNK = 4096
 STAGE = "analyzer"
 
 
@@ -101,7 +101,7 @@ async def run_analyzer(
     )
     ingress = analyzer_topic(settings.prefix, settings.round_id)
     assembler = FrameAssembler(settings.round_id)
-    async with Inbox(transport, name="analyzer-inbox") as inbox:
+    async with Inbox(transport, name="analyzer-inbox") as inbox, peel_pool(STAGE) as mapper:
         await transport.subscribe(ingress)
         await publish_state(transport, settings.prefix, settings.round_id, STAGE, "ready")
         started = time.monotonic()
@@ -132,7 +132,9 @@ async def run_analyzer(
                 continue
             items = list(assembler.add(message.payload))
             for start in range(0, len(items), OFFER_CHUNK):
-                await asyncio.to_thread(_offer_all, analyzer, items[start : start + OFFER_CHUNK])
+                await asyncio.to_thread(
+                    analyzer.offer_many, items[start : start + OFFER_CHUNK], mapper=mapper
+                )
         collected = time.monotonic()
         await progress()
 
@@ -204,8 +206,3 @@ async def run_analyzer(
         rejected,
     )
     return report
-
-
-def _offer_all(analyzer: AnalyzerRound, messages: list[bytes]) -> None:
-    for message in messages:
-        analyzer.offer(message)

@@ -15,10 +15,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import time
 from collections.abc import AsyncIterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from shuffledp.protocol.screen import Mapper, parallel_mapper
 from shuffledp.protocol.topics import progress_topic, status_topic
 from shuffledp.protocol.transport import Message, Transport
 
@@ -27,6 +30,7 @@ __all__ = [
     "Inbox",
     "NotReadyError",
     "decode_json",
+    "peel_pool",
     "publish_progress",
     "publish_state",
 ]
@@ -71,6 +75,17 @@ async def publish_progress(
     await transport.publish(progress_topic(prefix, round_id, stage), json.dumps(body).encode())
 
 
+PEEL_THREADS = max(1, min(4, os.cpu_count() or 1))
+"""Threads that open sealed boxes in parallel (libsodium releases the GIL while it works)."""
+
+
+@contextlib.asynccontextmanager
+async def peel_pool(stage: str) -> AsyncIterator[Mapper]:
+    """A Mapper running decryptions on PEEL_THREADS threads, shut down on exit."""
+    with ThreadPoolExecutor(PEEL_THREADS, thread_name_prefix=f"{stage}-peel") as pool:
+        yield parallel_mapper(pool, PEEL_THREADS)
+
+
 class Inbox:
     """The transport's received messages, in order, with timeouts (module docstring).
 
@@ -108,13 +123,31 @@ class Inbox:
         if self._failure is not None:
             raise self._failure
         try:
-            if timeout is None:
-                item = await self._queue.get()
-            else:
-                item = await asyncio.wait_for(self._queue.get(), max(timeout, 0.0))
-        except TimeoutError:
-            return None
+            item = self._queue.get_nowait()  # fast path: no timer, no task
+        except asyncio.QueueEmpty:
+            try:
+                if timeout is None:
+                    item = await self._queue.get()
+                else:
+                    item = await asyncio.wait_for(self._queue.get(), max(timeout, 0.0))
+            except TimeoutError:
+                return None
         if isinstance(item, BaseException):
             self._failure = item
             raise item
         return item
+
+    def drain(self, limit: int) -> list[Message]:
+        """Up to ``limit`` messages that have already arrived, without waiting (a failure of
+        the transport is kept for the next ``get``)."""
+        out: list[Message] = []
+        while len(out) < limit:
+            try:
+                item = self._queue.get_nowait()
+            except asyncio.QueueEmpty:
+                break
+            if isinstance(item, BaseException):
+                self._failure = item
+                break
+            out.append(item)
+        return out

@@ -35,6 +35,7 @@ The seen-set is per round: a replay of a message from an earlier round reaches a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from nacl.public import PrivateKey
@@ -43,7 +44,7 @@ from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.protocol.errors import DecryptionFailed, Duplicate, RejectedMessage, WrongLength
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
-from shuffledp.protocol.screen import MessageScreen
+from shuffledp.protocol.screen import Mapper, MessageScreen
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.permute import uniform_permutation
 
@@ -227,6 +228,57 @@ class HopRound:
         self._held.append(inner)
         self._accepted += 1
         return None
+
+    def offer_many(
+        self, messages: Sequence[bytes | bytearray | memoryview], *, mapper: Mapper | None = None
+    ) -> list[str | None]:
+        """Offer ``messages`` in order: the same results, counters and accepted messages as
+        calling :meth:`offer` on each in turn, with the decryptions run by ``mapper`` (default
+        the built-in ``map``; ``ThreadPoolExecutor.map`` peels on several cores, as libsodium
+        releases the GIL). ``mapper(fn, items)`` must return ``fn(item)`` for each item, in order.
+
+        Exactness: the screen (length, seen-set) runs in order; decryptions are gathered only
+        while the candidates cannot overflow the batch, so ``batch-full`` falls on exactly the
+        messages it would fall on one at a time.
+        """
+        if self._closed:
+            raise RoundClosedError(
+                f"hop {self._hop_index} of round {self._round_id} is closed: it takes no offers"
+            )
+        run = mapper if mapper is not None else map
+        results: list[str | None] = [None] * len(messages)
+        pending: list[tuple[int, bytes]] = []
+
+        def flush() -> None:
+            peeled = list(run(self._try_peel, [data for _, data in pending]))
+            for (index, _), out in zip(pending, peeled, strict=True):
+                if isinstance(out, str):
+                    results[index] = self._reject(out)
+                else:
+                    self._held.append(out)
+                    self._accepted += 1
+            pending.clear()
+
+        for index, message in enumerate(messages):
+            data, reason = self._screen.check(message)
+            if reason is not None:
+                results[index] = self._reject(reason)
+                continue
+            if self._accepted + len(pending) >= self._expected_size:
+                flush()
+                if self.is_full:
+                    results[index] = self._reject(BATCH_FULL)
+                    continue
+            pending.append((index, data))
+        flush()
+        return results
+
+    def _try_peel(self, data: bytes) -> bytes | str:
+        """The peeled message, or the reason it does not open (thread-safe: no state)."""
+        try:
+            return peel(data, self._key, expected_length=self._screen.length)
+        except RejectedMessage as exc:
+            return exc.reason
 
     def close(self) -> HopOutput:
         """Release the batch, uniformly permuted; final (see the module docstring).

@@ -39,9 +39,11 @@ from shuffledp.protocol.runtime import (
     Inbox,
     NotReadyError,
     decode_json,
+    peel_pool,
     publish_progress,
     publish_state,
 )
+from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
 from shuffledp.randomness import RandomSource, SystemRandom
@@ -53,7 +55,7 @@ logger = logging.getLogger("shuffledp.hop")
 
 PROGRESS_INTERVAL = 0.5
 """Seconds between progress messages while a stage works."""
-OFFER_CHUNK = 512
+OFFER_CHUNK = 4096
 """Messages peeled per worker-thread call (peeling runs off the event loop, which must keep
 answering the broker's keep-alives during a large batch)."""
 
@@ -144,6 +146,18 @@ async def run_hop(
         min_batch=settings.min_batch,
         rng=source,
     )
+    async with peel_pool(settings.stage) as mapper:
+        return await _run_hop(transport, settings, hop, source, mapper, on_progress)
+
+
+async def _run_hop(
+    transport: Transport,
+    settings: HopSettings,
+    hop: HopRound,
+    source: RandomSource,
+    mapper: Mapper,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+) -> HopResult:
     stage = settings.stage
     downstream_status = status_topic(settings.prefix, settings.round_id, settings.downstream)
     assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
@@ -192,14 +206,26 @@ async def run_hop(
             if message.topic != settings.ingress:
                 continue
             if assembler is None:
-                hop.offer(message.payload)
+                # Hop 0: one message per client. Take every message that has already arrived
+                # and offer them together (one thread hop and parallel peeling for a burst).
+                burst = [message, *inbox.drain(OFFER_CHUNK - 1)]
+                payloads = []
+                for item in burst:
+                    if item.topic == settings.ingress:
+                        payloads.append(item.payload)
+                    elif item.topic == downstream_status:
+                        note_status(item.payload)
+                if len(payloads) < 64:
+                    hop.offer_many(payloads)
+                else:
+                    await asyncio.to_thread(hop.offer_many, payloads, mapper=mapper)
                 if hop.is_full:
                     break
                 continue
             items = list(assembler.add(message.payload))
             for start in range(0, len(items), OFFER_CHUNK):
                 chunk = items[start : start + OFFER_CHUNK]
-                await asyncio.to_thread(_offer_all, hop, chunk)
+                await asyncio.to_thread(hop.offer_many, chunk, mapper=mapper)
             if assembler.complete:
                 aborted = (assembler.log or {}).get("aborted")
                 if aborted:
@@ -284,8 +310,3 @@ async def run_hop(
         " (deadline)" if timed_out else "",
     )
     return HopResult(log=log, refused=refused, stages=stages)
-
-
-def _offer_all(hop: HopRound, messages: list[bytes]) -> None:
-    for message in messages:
-        hop.offer(message)
