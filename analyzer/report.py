@@ -184,11 +184,18 @@ def _privacy(
         return section
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     tight = Tight()
-    if eps is None:
-        inverted = eps_for_delta(tight, mech, target_delta)
-        eps = float(inverted.eps)
-        section["eps_lower"] = float(inverted.eps_lower)
-    at_eps = tight.delta(mech, eps)
+    try:
+        if eps is None:
+            inverted = eps_for_delta(tight, mech, target_delta)
+            eps = float(inverted.eps)
+            section["eps_lower"] = float(inverted.eps_lower)
+        at_eps = tight.delta(mech, eps)
+    except ArithmeticError as exc:
+        # The accountant's own consistency check failed (e.g. its bracket inverted): claim no
+        # guarantee rather than one that may be wrong.
+        section["eps"] = None if section["mode"] == "eps at target delta" else eps
+        section["error"] = f"the accountant could not certify a guarantee: {exc}"
+        return section
     section["eps"] = float(eps)
     section["delta"] = float(at_eps.delta_upper)
     section["delta_lower"] = float(at_eps.delta_lower)
