@@ -1,0 +1,210 @@
+"""Pipeline figures: the crypto bound, end-to-end throughput and per-process peak memory.
+
+Usage::
+
+    .venv/bin/python bench/pipeline.py                    # n = 100,000 on Mosquitto and embedded
+    .venv/bin/python bench/pipeline.py --n 20000 --broker embedded
+    .venv/bin/python bench/pipeline.py --million          # also n = 1,000,000 on Mosquitto
+
+What it measures, in this run, on this machine:
+
+- the crypto bound: the CPU cost of one report's sealed boxes (H+1 seals at the client, H+1
+  opens downstream, at the real message sizes) on one core, and the reports/s that all cores
+  could sustain doing nothing else (cores / cost);
+- for each broker and n: a full `shuffledp simulate` round (separate processes: clients, H hops,
+  analyzer; Mosquitto started on a free loopback port with the shipped configuration), its wall
+  time, the throughput n / round time (from launching the processes to the report) and its ratio
+  to the crypto bound, loss (n - n_received) and rejections;
+- the peak resident memory of every process (VmHWM from /proc/PID/status, read every 0.1 s
+  while it runs, which is a high-water mark and so misses nothing between samples), by role.
+
+Targets (issue 3; printed next to the figures, never asserted in tests): throughput >= 50 % of
+the crypto bound, n = 100,000 with 3 hops in <= 40 s wall, n = 1,000,000 with every process
+<= 2 GB peak.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import resource
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from nacl.public import SealedBox
+
+from shuffledp.protocol.onion import generate_keypair, message_length
+from shuffledp.protocol.record import RECORD_SIZE
+from shuffledp.simulations.broker import MosquittoBroker
+from shuffledp.simulations.simulate import SimulationOptions, run_simulation
+
+
+def crypto_cost_per_report(hops: int, repeats: int = 3000) -> tuple[float, float, float]:
+    """(seal seconds, open seconds, total) per report with ``hops`` hops, one core, medians of 3."""
+    keys = [generate_keypair() for _ in range(hops + 1)]
+    seal_total = 0.0
+    open_total = 0.0
+    for stage in range(hops + 1):  # stage H is the analyzer; its input is the record + 1 layer
+        plaintext = os.urandom(message_length(stage, hops) - 48)
+        box_out = SealedBox(keys[stage].public)
+        ciphertext = box_out.encrypt(plaintext)
+        box_in = SealedBox(keys[stage].private)
+        seals, opens = [], []
+        for _ in range(3):
+            start = time.perf_counter()
+            for _ in range(repeats):
+                box_out.encrypt(plaintext)
+            seals.append((time.perf_counter() - start) / repeats)
+            start = time.perf_counter()
+            for _ in range(repeats):
+                box_in.decrypt(ciphertext)
+            opens.append((time.perf_counter() - start) / repeats)
+        seal_total += sorted(seals)[1]
+        open_total += sorted(opens)[1]
+    return seal_total, open_total, seal_total + open_total
+
+
+_ROLE = re.compile(r"shuffledp (hop|analyzer|clients|broker)\b(.*)")
+
+
+def _role(cmdline: list[str]) -> str | None:
+    text = " ".join(cmdline)
+    if "mosquitto" in text and "-c" in cmdline:
+        return "mosquitto"
+    match = _ROLE.search(text.replace("-m shuffledp", "shuffledp"))
+    if match is None:
+        return None
+    kind, rest = match.groups()
+    if kind == "hop":
+        index = re.search(r"--index (\d+)", rest)
+        return f"hop-{index.group(1) if index else '?'}"
+    if kind == "clients":
+        name = re.search(r"--name (\S+)", rest)
+        return name.group(1) if name else "clients"
+    return kind
+
+
+class PeakMemory:
+    """Samples VmHWM of every descendant process every 0.1 s; peaks by role, in MiB."""
+
+    def __init__(self) -> None:
+        self.peaks: dict[str, float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.peaks["launcher"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def _run(self) -> None:
+        import psutil
+
+        me = psutil.Process()
+        while not self._stop.is_set():
+            for child in me.children(recursive=True):
+                try:
+                    role = _role(child.cmdline())
+                    if role is None:
+                        continue
+                    status = Path(f"/proc/{child.pid}/status").read_text()
+                except (psutil.Error, OSError):
+                    continue
+                found = re.search(r"VmHWM:\s+(\d+) kB", status)
+                if found:
+                    mib = int(found.group(1)) / 1024
+                    self.peaks[role] = max(self.peaks.get(role, 0.0), mib)
+            self._stop.wait(0.1)
+
+
+def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str, Any]:
+    async def go(url: str | None) -> dict[str, Any]:
+        options = SimulationOptions(
+            n=n, hops=hops, broker=url, client_processes=client_processes, min_batch=n
+        )
+        return await run_simulation(options)
+
+    start = time.perf_counter()
+    with PeakMemory() as memory:
+        if broker == "mosquitto":
+            with MosquittoBroker() as mosquitto:
+                report = asyncio.run(go(mosquitto.url))
+        else:
+            report = asyncio.run(go(None))
+    wall = time.perf_counter() - start
+    return {"report": report, "wall": wall, "peaks": memory.peaks}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, nargs="+", default=[100_000])
+    parser.add_argument("--hops", type=int, default=3)
+    parser.add_argument("--broker", choices=["mosquitto", "embedded", "both"], default="both")
+    parser.add_argument("--client-processes", type=int, default=2)
+    parser.add_argument("--million", action="store_true", help="also n = 1,000,000 on Mosquitto")
+    args = parser.parse_args()
+
+    cores = os.cpu_count() or 1
+    seal, opened, total = crypto_cost_per_report(args.hops)
+    bound = cores / total
+    print(
+        f"machine: {cores} cores, Python {sys.version.split()[0]}; record {RECORD_SIZE} B, "
+        f"{args.hops} hops"
+    )
+    print(
+        f"crypto per report (one core): seals {seal * 1e6:.0f} us + opens {opened * 1e6:.0f} us "
+        f"= {total * 1e6:.0f} us -> bound {bound:,.0f} reports/s on {cores} cores"
+    )
+    print()
+    runs = []
+    brokers = ["mosquitto", "embedded"] if args.broker == "both" else [args.broker]
+    for broker in brokers:
+        for n in args.n:
+            runs.append((broker, n))
+    if args.million:
+        runs.append(("mosquitto", 1_000_000))
+    header = (
+        f"{'broker':<10} {'n':>9} {'wall s':>8} {'round s':>8} {'reports/s':>10} "
+        f"{'% bound':>8} {'lost':>5} {'rejected':>8}  peak RSS MiB by process"
+    )
+    print(header)
+    for broker, n in runs:
+        result = run_once(n, args.hops, broker, args.client_processes)
+        report = result["report"]
+        round_seconds = report["timings"]["round_seconds"]
+        rate = n / round_seconds
+        rejected = sum(report["rejected"].values())
+        peaks = ", ".join(f"{k} {v:.0f}" for k, v in sorted(result["peaks"].items()))
+        print(
+            f"{broker:<10} {n:>9,} {result['wall']:>8.1f} {round_seconds:>8.1f} {rate:>10,.0f} "
+            f"{100 * rate / bound:>7.0f}% {n - report['n_received']:>5} {rejected:>8}  {peaks}",
+            flush=True,
+        )
+        stages = report.get("stages", {})
+        detail = ", ".join(
+            f"{name} {log.get('collect_seconds', 0):.1f}+{log.get('forward_seconds', 0):.1f}"
+            for name, log in stages.items()
+        )
+        print(
+            f"{'':<10} stages (collect+forward s, from ready): {detail}; clients sending "
+            f"{report['timings']['clients_send_seconds']:.1f} s"
+        )
+    print()
+    print(
+        "targets: throughput >= 50 % of the crypto bound; n = 100,000 in <= 40 s wall; "
+        "n = 1,000,000 with every process <= 2048 MiB"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
