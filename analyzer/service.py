@@ -35,7 +35,13 @@ from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import Inbox, peel_pool, publish_progress, publish_state
+from shuffledp.protocol.runtime import (
+    Inbox,
+    peel_pool,
+    publish_progress,
+    publish_state,
+    retained_status,
+)
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
 from shuffledp.protocol.transport import Transport
 
@@ -101,7 +107,11 @@ async def run_analyzer(
     )
     ingress = analyzer_topic(settings.prefix, settings.round_id)
     assembler = FrameAssembler(settings.round_id)
-    async with Inbox(transport, name="analyzer-inbox") as inbox, peel_pool(STAGE) as mapper:
+    async with (
+        Inbox(transport, name="analyzer-inbox") as inbox,
+        peel_pool(STAGE) as mapper,
+        retained_status(transport, settings.prefix, settings.round_id, STAGE),
+    ):
         await transport.subscribe(ingress)
         await publish_state(transport, settings.prefix, settings.round_id, STAGE, "ready")
         started = time.monotonic()

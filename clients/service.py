@@ -36,6 +36,7 @@ from shuffledp.protocol.runtime import (
     decode_json,
     publish_progress,
     publish_state,
+    retained_status,
 )
 from shuffledp.protocol.topics import ingress_topic, status_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
@@ -112,7 +113,10 @@ async def run_clients(
             rng=source,
         )
 
-    async with Inbox(transport, name=f"{stage}-inbox") as inbox:
+    async with (
+        Inbox(transport, name=f"{stage}-inbox") as inbox,
+        retained_status(transport, settings.prefix, settings.round_id, stage),
+    ):
         await transport.subscribe(hop0_status)
         await publish_state(transport, settings.prefix, settings.round_id, stage, "waiting")
         waited = time.monotonic()

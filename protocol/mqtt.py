@@ -132,6 +132,8 @@ class MqttTransport:
 
     ``client_id`` must be unique among the broker's connected clients (MQTT disconnects the
     older one otherwise). ``max_in_flight`` bounds paho's unacknowledged QoS 1 messages.
+    ``will_topic``: a topic whose retained message the broker deletes if this connection is lost
+    without a clean disconnect (a stage passes its status topic).
     """
 
     def __init__(
@@ -141,6 +143,7 @@ class MqttTransport:
         client_id: str,
         max_in_flight: int = 256,
         tls_context: ssl.SSLContext | None = None,
+        will_topic: str | None = None,
     ) -> None:
         self.host, self.port = parse_broker_url(url)
         self.url = url
@@ -156,6 +159,11 @@ class MqttTransport:
             max_inflight_messages=max_in_flight,
             keepalive=60,
             tls_context=tls_context,
+            # If the process dies without disconnecting, the broker publishes this: an empty
+            # retained payload, which deletes the stage's retained status (no stale "ready").
+            will=None
+            if will_topic is None
+            else aiomqtt.Will(will_topic, b"", qos=QOS, retain=True),
         )
 
     async def __aenter__(self) -> Self:

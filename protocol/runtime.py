@@ -33,6 +33,7 @@ __all__ = [
     "peel_pool",
     "publish_progress",
     "publish_state",
+    "retained_status",
 ]
 
 READY_STATES = frozenset({"ready", "working", "done"})
@@ -73,6 +74,21 @@ async def publish_progress(
     """Publish ``{"stage", "time", **counts}`` on the stage's progress topic (not retained)."""
     body = {"stage": stage, "time": time.time(), **counts}
     await transport.publish(progress_topic(prefix, round_id, stage), json.dumps(body).encode())
+
+
+@contextlib.asynccontextmanager
+async def retained_status(
+    transport: Transport, prefix: str, round_id: int, stage: str
+) -> AsyncIterator[None]:
+    """Clear the stage's retained status when the block ends, however it ends: a stale
+    ``ready`` left on the broker would make a later upstream of the same prefix and round publish
+    before anyone listens. (A process that dies without running this is covered by its MQTT
+    will, which clears the same topic: see MqttTransport's ``will_topic``.)"""
+    try:
+        yield
+    finally:
+        with contextlib.suppress(Exception):
+            await clear_state(transport, prefix, round_id, stage)
 
 
 PEEL_THREADS = max(1, min(4, os.cpu_count() or 1))

@@ -28,6 +28,7 @@ from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.keys import load_analyzer_key, load_hop_key, load_public_directory
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.protocol.runtime import NotReadyError
+from shuffledp.protocol.topics import status_topic
 from shuffledp.randomness import default_source
 
 __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
@@ -138,7 +139,10 @@ def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
     except (OSError, UnicodeDecodeError) as exc:
         raise InvalidParameterError(f"{path}: cannot read the values file: {exc}") from exc
     values: list[int] = []
-    for number, line in enumerate(text.splitlines(), start=1):
+    # Lines end at '\n' only (and a '\r' before it): str.splitlines would also break at
+    # U+2028, U+0085, form feeds and more, cutting comments short and shifting line numbers.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.removesuffix("\r")
         content = line.split("#", 1)[0].strip()
         if not content:
             continue
@@ -159,6 +163,10 @@ def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
 def _client_id(stage: str) -> str:
     """A short MQTT client id, unique per process (a broker drops the older of two equal ids)."""
     return f"sdp-{stage}-{secrets.token_hex(4)}"
+
+
+def _will(args: argparse.Namespace, stage: str) -> str:
+    return status_topic(args.prefix, args.round, stage)
 
 
 def _setup_logging(verbose: bool) -> None:
@@ -200,7 +208,11 @@ def _run_hop(args: argparse.Namespace) -> int:
     rng = default_source(args.seed)
 
     async def main() -> int:
-        async with MqttTransport(args.broker, client_id=_client_id(settings.stage)) as t:
+        async with MqttTransport(
+            args.broker,
+            client_id=_client_id(settings.stage),
+            will_topic=_will(args, settings.stage),
+        ) as t:
             result = await run_hop(t, settings, key, rng=rng)
         if result.refused:
             print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
@@ -228,7 +240,9 @@ def _run_analyzer(args: argparse.Namespace) -> int:
     )
 
     async def main() -> int:
-        async with MqttTransport(args.broker, client_id=_client_id("analyzer")) as t:
+        async with MqttTransport(
+            args.broker, client_id=_client_id("analyzer"), will_topic=_will(args, "analyzer")
+        ) as t:
             report = await run_analyzer(t, settings, key)
         text = json.dumps(report, allow_nan=False)
         if args.out is not None:
@@ -269,7 +283,9 @@ def _run_clients(args: argparse.Namespace) -> int:
     )
 
     async def main() -> int:
-        async with MqttTransport(args.broker, client_id=_client_id(args.name)) as t:
+        async with MqttTransport(
+            args.broker, client_id=_client_id(args.name), will_topic=_will(args, args.name)
+        ) as t:
             await run_clients(
                 t,
                 settings,

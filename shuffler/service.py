@@ -42,6 +42,7 @@ from shuffledp.protocol.runtime import (
     peel_pool,
     publish_progress,
     publish_state,
+    retained_status,
 )
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic, validate_prefix
@@ -171,7 +172,10 @@ async def _run_hop(
         if body is not None and body.get("state") in READY_STATES:
             downstream_ready = True
 
-    async with Inbox(transport, name=f"{stage}-inbox") as inbox:
+    async with (
+        Inbox(transport, name=f"{stage}-inbox") as inbox,
+        retained_status(transport, settings.prefix, settings.round_id, stage),
+    ):
         await transport.subscribe(settings.ingress)
         await transport.subscribe(downstream_status)
         await publish_state(transport, settings.prefix, settings.round_id, stage, "ready")

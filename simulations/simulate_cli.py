@@ -104,6 +104,10 @@ class _ProgressDisplay:
         )
         self._tasks: dict[str, Any] = {}
         self._options = options
+        stages = [f"clients-{i}" for i in range(options.client_processes)]
+        stages += [f"hop-{i}" for i in range(options.hops)] + ["analyzer"]
+        for stage in stages:  # fixed order: the data flows down the list
+            self._tasks[stage] = self._progress.add_task(stage, total=None, state="starting")
 
     def __enter__(self) -> _ProgressDisplay:
         self._progress.__enter__()
