@@ -369,3 +369,68 @@ def test_components_run_by_hand_against_mosquitto(mosquitto_url: str, tmp_path: 
             if process.poll() is None:
                 process.kill()
     assert os.stat(keys / "hop-0.key").st_mode & 0o777 == 0o600
+
+
+async def _retained(url: str, topic: str) -> bytes | None:
+    """The retained message of ``topic``, or None if there is none (1.5 s to arrive)."""
+    async with MqttTransport(url, client_id=f"t-ret-{secrets.token_hex(3)}") as t:
+        await t.subscribe(topic)
+        try:
+            async with asyncio.timeout(1.5):
+                async for message in t.messages():
+                    return message.payload or None
+        except TimeoutError:
+            return None
+    return None
+
+
+async def _check_killed_stage_leaves_no_ready(url: str, tmp_path: Path) -> None:
+    """A hop killed with SIGKILL leaves no stale retained "ready" behind (its MQTT will clears
+    it); a stale one would let the clients of a later run publish before anyone listens."""
+    from shuffledp.keys import init_key_directory
+    from shuffledp.protocol.topics import status_topic
+
+    init_key_directory(tmp_path / "keys", hops=1)
+    prefix = _prefix()
+    topic = status_topic(prefix, 1, "hop-0")
+    hop = subprocess.Popen(
+        _shuffledp(
+            "hop",
+            "--keys",
+            str(tmp_path / "keys"),
+            "--index",
+            "0",
+            "--expected",
+            "10",
+            "--broker",
+            url,
+            "--prefix",
+            prefix,
+        ),
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        ready = None
+        while ready is None and time.monotonic() < deadline:
+            ready = await _retained(url, topic)
+        assert ready is not None and b'"ready"' in ready
+        hop.send_signal(signal.SIGKILL)
+        hop.wait(timeout=10)
+        await asyncio.sleep(0.5)
+        assert await _retained(url, topic) is None
+    finally:
+        if hop.poll() is None:
+            hop.kill()
+
+
+@pytest.mark.asyncio
+async def test_killed_stage_leaves_no_ready_embedded(
+    embedded_broker_url: str, tmp_path: Path
+) -> None:
+    await _check_killed_stage_leaves_no_ready(embedded_broker_url, tmp_path)
+
+
+@pytest.mark.asyncio
+async def test_killed_stage_leaves_no_ready_mosquitto(mosquitto_url: str, tmp_path: Path) -> None:
+    await _check_killed_stage_leaves_no_ready(mosquitto_url, tmp_path)
