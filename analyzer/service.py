@@ -37,6 +37,7 @@ from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import (
     Inbox,
+    closing_time,
     peel_pool,
     publish_progress,
     publish_state,
@@ -57,7 +58,8 @@ STAGE = "analyzer"
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AnalyzerSettings:
     """The analyzer's parameters for one round (validated on construction): k, eps0 of the
-    clients' k-RR, ``n_expected`` clients, ``n_hops``, ``deadline`` seconds after ``ready``, and
+    clients' k-RR, ``n_expected`` clients, ``n_hops``, ``deadline`` (seconds after the last hop's first
+    frame arrived; see ``closing_time``), and
     the guarantee asked for: eps at ``target_delta`` (default) or the delta bracket at ``eps``."""
 
     prefix: str
@@ -129,17 +131,26 @@ async def run_analyzer(
                 expected=settings.n_expected,
             )
 
+        first_arrival: float | None = None
         while not assembler.complete:
             now = time.monotonic()
-            if now - started >= settings.deadline:
+            close_at = closing_time(
+                stage_index=settings.n_hops,
+                ready_at=started,
+                first_arrival=first_arrival,
+                deadline=settings.deadline,
+            )
+            if now >= close_at:
                 timed_out = True
                 break
             if now >= next_progress:
                 await progress()
                 next_progress = now + PROGRESS_INTERVAL
-            message = await inbox.get(min(settings.deadline - (now - started), next_progress - now))
+            message = await inbox.get(min(close_at, next_progress) - now)
             if message is None or message.topic != ingress:
                 continue
+            if first_arrival is None:
+                first_arrival = time.monotonic()
             items = list(assembler.add(message.payload))
             for start in range(0, len(items), OFFER_CHUNK):
                 await asyncio.to_thread(

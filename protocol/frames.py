@@ -153,7 +153,7 @@ class FrameAssembler:
             return iter(())
         try:
             log = json.loads(bytes(body).decode())
-        except (UnicodeDecodeError, ValueError):
+        except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...'
             log = None
         if not isinstance(log, dict):
             self.rejected[MALFORMED_FRAME] += 1
@@ -173,9 +173,12 @@ class FrameAssembler:
 
     @property
     def complete(self) -> bool:
-        """True once END arrived and every data frame it announced has arrived."""
+        """True once END arrived, every data frame it announced has arrived, and they hold the
+        number of messages it announced (an upstream that miscounts never completes: the stage
+        then closes at its deadline with what it has)."""
         return (
             self.expected_frames is not None
+            and self._messages == self.expected_messages
             and len(self._seen) >= self.expected_frames
             and all(seq in self._seen for seq in range(self.expected_frames))
         )

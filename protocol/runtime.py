@@ -29,6 +29,8 @@ __all__ = [
     "READY_STATES",
     "Inbox",
     "NotReadyError",
+    "clear_state",
+    "closing_time",
     "decode_json",
     "peel_pool",
     "publish_progress",
@@ -36,8 +38,9 @@ __all__ = [
     "retained_status",
 ]
 
-READY_STATES = frozenset({"ready", "working", "done"})
-"""States in which a stage has subscribed to its ingress (and so receives what is sent)."""
+READY_STATES = frozenset({"ready", "working"})
+"""States in which a stage listens on its ingress (``done``, ``refused`` and ``failed`` mean it
+stopped listening: nothing must be sent to it any more)."""
 
 
 class NotReadyError(RuntimeError):
@@ -48,7 +51,7 @@ def decode_json(payload: bytes) -> dict[str, Any] | None:
     """The JSON object in ``payload``, or None if it is not one (never raises)."""
     try:
         value = json.loads(payload.decode())
-    except (UnicodeDecodeError, ValueError):
+    except (UnicodeDecodeError, ValueError, RecursionError):  # RecursionError: '[[[[...'
         return None
     return value if isinstance(value, dict) else None
 
@@ -74,6 +77,26 @@ async def publish_progress(
     """Publish ``{"stage", "time", **counts}`` on the stage's progress topic (not retained)."""
     body = {"stage": stage, "time": time.time(), **counts}
     await transport.publish(progress_topic(prefix, round_id, stage), json.dumps(body).encode())
+
+
+def closing_time(
+    *, stage_index: int, ready_at: float, first_arrival: float | None, deadline: float
+) -> float:
+    """When stage ``stage_index`` (0 = hop 0, ..., H = the analyzer) stops collecting if its
+    batch is not complete by then (monotonic seconds).
+
+    Hop 0 collects client messages: ``deadline`` seconds after it became ready. A later stage
+    waits for its upstream's batch, which comes only after the upstream closed: ``deadline``
+    seconds after the first frame of that batch arrived (frames follow each other within
+    moments; the deadline only matters if some are lost), and, if no frame ever comes (the
+    upstream died), ``(stage_index + 1) * deadline`` after it became ready, by which time every
+    upstream stage has passed its own.
+    """
+    if stage_index == 0:
+        return ready_at + deadline
+    if first_arrival is not None:
+        return first_arrival + deadline
+    return ready_at + (stage_index + 1) * deadline
 
 
 @contextlib.asynccontextmanager

@@ -83,7 +83,10 @@ async def publish_all(
 
 
 def topic_matches(topic_filter: str, topic: str) -> bool:
-    """True iff ``topic`` matches the MQTT ``topic_filter`` ('+' one level, '#' the rest)."""
+    """True iff ``topic`` matches the MQTT ``topic_filter`` ('+' one level, '#' the rest, and
+    the parent level itself: 'a/#' matches 'a'; wildcards first never match '$...' topics)."""
+    if topic.startswith("$") and topic_filter[:1] in ("#", "+"):
+        return False  # MQTT 4.7.2: a filter starting with a wildcard never matches a $ topic
     filter_levels = topic_filter.split("/")
     topic_levels = topic.split("/")
     for index, level in enumerate(filter_levels):

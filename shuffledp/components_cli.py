@@ -74,7 +74,8 @@ def add_parsers(subparsers: Any) -> None:
         "--deadline",
         type=float,
         default=DEFAULT_DEADLINE,
-        help=f"seconds after ready at which the batch closes (default {DEFAULT_DEADLINE:g})",
+        help="hop 0: seconds after ready at which the batch closes if not full; later hops: "
+        f"seconds after the upstream's first frame (default {DEFAULT_DEADLINE:g})",
     )
     hop.add_argument("--seed", type=int, help="seeded permutation (simulations only)")
     hop.set_defaults(func=_run_hop)
@@ -96,7 +97,8 @@ def add_parsers(subparsers: Any) -> None:
         "--deadline",
         type=float,
         default=DEFAULT_DEADLINE,
-        help=f"seconds after ready to wait for the last hop (default {DEFAULT_DEADLINE:g})",
+        help="seconds after the last hop's first frame to wait for the rest of its batch "
+        f"(default {DEFAULT_DEADLINE:g})",
     )
     analyzer.add_argument("--out", type=Path, help="also write the report (JSON) to this file")
     analyzer.set_defaults(func=_run_analyzer)

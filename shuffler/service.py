@@ -7,8 +7,9 @@
    (length, duplicates, batch-full, decryption; rejections counted by reason); a later hop
    reassembles its upstream's frames (:class:`~shuffledp.protocol.frames.FrameAssembler`) and
    offers their messages. Collection ends when the batch is full (hop 0: ``expected_size``
-   accepted), when the upstream's batch is complete (later hops), or at the deadline
-   (``deadline`` seconds after ``ready``), whichever is first;
+   accepted), when the upstream's batch is complete (later hops), or at the deadline, whichever
+   is first (:func:`~shuffledp.protocol.runtime.closing_time`: hop 0 ``deadline`` seconds after
+   ``ready``; a later hop ``deadline`` seconds after its upstream's first frame arrived);
 3. close: peel and permute (done by HopRound); below ``min_batch`` the hop refuses to release,
    says why, and tells its downstream (an END frame marked ``aborted``), so nobody waits for a
    batch that will not come;
@@ -38,6 +39,7 @@ from shuffledp.protocol.runtime import (
     READY_STATES,
     Inbox,
     NotReadyError,
+    closing_time,
     decode_json,
     peel_pool,
     publish_progress,
@@ -71,8 +73,9 @@ class HopSettings:
     """One hop's parameters for one round (validated on construction).
 
     ``expected_size``: the round's batch size (the number of clients); ``min_batch`` in
-    [1, expected_size]: below it the hop refuses to release; ``deadline`` > 0: seconds after
-    ``ready`` at which collection stops; ``ready_timeout`` > 0: seconds to wait for the
+    [1, expected_size]: below it the hop refuses to release; ``deadline`` > 0: when collection
+    stops if the batch is not complete (``closing_time``: for hop 0 seconds after ``ready``, for
+    a later hop seconds after the upstream's first frame); ``ready_timeout`` > 0: seconds to wait for the
     downstream's ``ready`` before giving up.
     """
 
@@ -168,9 +171,8 @@ async def _run_hop(
 
     def note_status(payload: bytes) -> None:
         nonlocal downstream_ready
-        body = decode_json(payload)
-        if body is not None and body.get("state") in READY_STATES:
-            downstream_ready = True
+        body = decode_json(payload)  # an empty payload: the status was cleared, the stage left
+        downstream_ready = body is not None and body.get("state") in READY_STATES
 
     async with (
         Inbox(transport, name=f"{stage}-inbox") as inbox,
@@ -192,16 +194,22 @@ async def _run_hop(
             await publish_progress(transport, settings.prefix, settings.round_id, stage, **counts)
 
         # --- collect ---------------------------------------------------------------------
+        first_arrival: float | None = None
         while True:
             now = time.monotonic()
-            if now - started >= settings.deadline:
+            close_at = closing_time(
+                stage_index=settings.hop_index,
+                ready_at=started,
+                first_arrival=first_arrival,
+                deadline=settings.deadline,
+            )
+            if now >= close_at:
                 timed_out = True
                 break
             if now >= next_progress:
                 await progress()
                 next_progress = now + PROGRESS_INTERVAL
-            wait = min(settings.deadline - (now - started), next_progress - now)
-            message = await inbox.get(wait)
+            message = await inbox.get(min(close_at, next_progress) - now)
             if message is None:
                 continue
             if message.topic == downstream_status:
@@ -209,6 +217,8 @@ async def _run_hop(
                 continue
             if message.topic != settings.ingress:
                 continue
+            if first_arrival is None:
+                first_arrival = time.monotonic()
             if assembler is None:
                 # Hop 0: one message per client. Take every message that has already arrived
                 # and offer them together (one thread hop and parallel peeling for a burst).
