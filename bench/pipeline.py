@@ -94,6 +94,7 @@ class PeakMemory:
 
     def __init__(self) -> None:
         self.peaks: dict[str, float] = {}
+        self.cpu: dict[str, float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -104,7 +105,9 @@ class PeakMemory:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self._thread.join()
-        self.peaks["launcher"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        usage = resource.getrusage(resource.RUSAGE_SELF)
+        self.peaks["launcher"] = usage.ru_maxrss / 1024
+        self.cpu["launcher"] = usage.ru_utime + usage.ru_stime
 
     def _run(self) -> None:
         import psutil
@@ -117,6 +120,8 @@ class PeakMemory:
                     if role is None:
                         continue
                     status = Path(f"/proc/{child.pid}/status").read_text()
+                    times = child.cpu_times()
+                    self.cpu[role] = max(self.cpu.get(role, 0.0), times.user + times.system)
                 except (psutil.Error, OSError):
                     continue
                 found = re.search(r"VmHWM:\s+(\d+) kB", status)
@@ -141,7 +146,7 @@ def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str,
         else:
             report = asyncio.run(go(None))
     wall = time.perf_counter() - start
-    return {"report": report, "wall": wall, "peaks": memory.peaks}
+    return {"report": report, "wall": wall, "peaks": memory.peaks, "cpu": memory.cpu}
 
 
 def main() -> int:
@@ -193,6 +198,12 @@ def main() -> int:
         detail = ", ".join(
             f"{name} {log.get('collect_seconds', 0):.1f}+{log.get('forward_seconds', 0):.1f}"
             for name, log in stages.items()
+        )
+        cpu = result["cpu"]
+        print(
+            f"{'':<10} CPU s by process (sampled every 0.1 s): "
+            + ", ".join(f"{k} {v:.1f}" for k, v in sorted(cpu.items()))
+            + f"; total {sum(cpu.values()):.1f} = {1e6 * sum(cpu.values()) / n:.0f} us/report"
         )
         print(
             f"{'':<10} stages (collect+forward s, from ready): {detail}; clients sending "

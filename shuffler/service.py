@@ -163,6 +163,7 @@ async def _run_hop(
     on_progress: Callable[[dict[str, Any]], None] | None,
 ) -> HopResult:
     stage = settings.stage
+    ingress, egress = settings.ingress, settings.egress  # built once: topics validate the prefix
     downstream_status = status_topic(settings.prefix, settings.round_id, settings.downstream)
     assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
     log: dict[str, Any] = {"stage": stage, "randomness": source.name}
@@ -178,7 +179,7 @@ async def _run_hop(
         Inbox(transport, name=f"{stage}-inbox") as inbox,
         retained_status(transport, settings.prefix, settings.round_id, stage),
     ):
-        await transport.subscribe(settings.ingress)
+        await transport.subscribe(ingress)
         await transport.subscribe(downstream_status)
         await publish_state(transport, settings.prefix, settings.round_id, stage, "ready")
         started = time.monotonic()
@@ -215,7 +216,7 @@ async def _run_hop(
             if message.topic == downstream_status:
                 note_status(message.payload)
                 continue
-            if message.topic != settings.ingress:
+            if message.topic != ingress:
                 continue
             if first_arrival is None:
                 first_arrival = time.monotonic()
@@ -225,7 +226,7 @@ async def _run_hop(
                 burst = [message, *inbox.drain(OFFER_CHUNK - 1)]
                 payloads = []
                 for item in burst:
-                    if item.topic == settings.ingress:
+                    if item.topic == ingress:
                         payloads.append(item.payload)
                     elif item.topic == downstream_status:
                         note_status(item.payload)
@@ -298,10 +299,10 @@ async def _run_hop(
 
         item_length = message_length(settings.hop_index + 1, settings.n_hops)
         frames = encode_batch(messages, round_id=settings.round_id, item_length=item_length)
-        await publish_all(transport, ((settings.egress, frame) for frame in frames))
+        await publish_all(transport, ((egress, frame) for frame in frames))
         log["forward_seconds"] = round(time.monotonic() - collected, 6)
         await transport.publish(
-            settings.egress,
+            egress,
             encode_end(
                 round_id=settings.round_id,
                 frames=len(frames),
