@@ -116,6 +116,63 @@ def _amqtt_config(port: int) -> dict[str, Any]:
     }
 
 
+class _SnapshotDict(dict[str, Any]):
+    """A dict whose iteration walks a snapshot of its keys (items and values likewise).
+
+    amqtt 0.12.1 iterates its broker-wide subscription table with ``await`` inside the loop
+    (Broker._handle_client_session, when a client connects; Broker._run_broadcast, for every
+    message; Broker._del_all_subscriptions). A SUBSCRIBE from another client in between adds a
+    key, and the iteration raises "RuntimeError: dictionary changed size during iteration": the
+    connecting client's session dies and its SUBSCRIBE times out. It happened in most runs of
+    ``shuffledp simulate`` (six stages connecting and subscribing at once). Iterating a snapshot
+    gives each loop the table as it was when the loop began, which is what those loops assume;
+    the table holds one key per topic filter (tens), so the copy is cheap. Not reported upstream
+    as of amqtt 0.12.1 (the version pinned); the test_brokers regression test checks it.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(super().keys()))
+
+    def keys(self) -> Any:
+        return list(super().keys())
+
+    def items(self) -> Any:
+        # The values are lists of (session, qos), also changed while a broadcast awaits: a
+        # subscriber removed mid-loop would make the loop skip the next one, so copy them too.
+        return [(key, list(value)) for key, value in super().items()]
+
+    def values(self) -> Any:
+        return [list(value) for value in super().values()]
+
+
+def _patch_amqtt(broker: Any) -> None:
+    """Work around two amqtt 0.12.1 bugs on this Broker instance (amqtt is pinned to 0.12.x).
+
+    1. Its subscription table is iterated with awaits inside: swap it for a :class:`_SnapshotDict`.
+    2. When a client connects, amqtt sends it the retained messages of every topic filter that
+       any client subscribed to (Broker._handle_client_session walks the broker-wide table where
+       the session's own subscriptions were meant), so a new client received other stages'
+       retained status messages it never asked for. Retained messages now go only to a session
+       that holds the subscription (as for a SUBSCRIBE, where amqtt adds it before sending).
+    """
+    table = getattr(broker, "_subscriptions", None)
+    send_retained = getattr(broker, "_publish_retained_messages_for_subscription", None)
+    if not isinstance(table, dict) or send_retained is None:
+        raise RuntimeError(
+            "amqtt's Broker lacks _subscriptions or _publish_retained_messages_for_subscription: "
+            "this amqtt version is not supported (pinned to 0.12.x in pyproject.toml)"
+        )
+    snapshot_table = _SnapshotDict(table)
+    broker._subscriptions = snapshot_table
+
+    async def retained_to_subscribers_only(subscription: tuple[str, int], session: Any) -> None:
+        holders = dict.get(snapshot_table, subscription[0], ())
+        if any(holder.client_id == session.client_id for holder, _qos in holders):
+            await send_retained(subscription, session)
+
+    broker._publish_retained_messages_for_subscription = retained_to_subscribers_only
+
+
 class EmbeddedBroker:
     """amqtt's MQTT 3.1.1 broker in the running event loop, on 127.0.0.1 only.
 
@@ -171,6 +228,7 @@ class EmbeddedBroker:
         from amqtt.errors import BrokerError
 
         broker = Broker(_amqtt_config(self._port))
+        _patch_amqtt(broker)
         log_filter = _DropStartupTraceback()
         amqtt_logger = logging.getLogger("amqtt.broker")
         amqtt_logger.addFilter(log_filter)

@@ -29,6 +29,7 @@ from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.simulations.broker import (
     EmbeddedBroker,
     MosquittoBroker,
+    _SnapshotDict,
     free_loopback_port,
     parse_broker_url,
     write_mosquitto_config,
@@ -211,6 +212,60 @@ async def test_paused_subscriber_loses_nothing(broker_url: str) -> None:
 
 
 # -- loopback only ------------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_simultaneous_connects_and_subscribes_all_succeed(broker_url: str) -> None:
+    """Regression for two amqtt 0.12.1 bugs that EmbeddedBroker works around. On connect, amqtt
+    sends the new client the retained messages of every filter anyone subscribed to, awaiting
+    each while it walks its subscription table; a SUBSCRIBE landing meanwhile raised
+    "dictionary changed size during iteration", killed the connecting client's session, and its
+    SUBSCRIBE timed out (most `shuffledp simulate` runs failed so). With 100 retained topics held
+    by another client, each of 40 clients connecting at once must subscribe and receive its own
+    message and nothing else (no retained message it did not subscribe to)."""
+    prefix = _prefix()
+    n_clients = 40
+
+    async def one(index: int) -> list[bytes]:
+        async with _client(broker_url, f"burst{index}") as client:
+            await client.subscribe(f"{prefix}/new/{index}", qos=1)
+            await client.publish(f"{prefix}/new/{index}", f"m{index}".encode(), qos=1)
+            return await _receive(client, 1, timeout=10)
+
+    async with _client(broker_url, "holder") as holder:
+        for index in range(100):  # a long table makes each connecting client's walk long
+            await holder.subscribe(f"{prefix}/held/{index}", qos=1)
+            await holder.publish(f"{prefix}/held/{index}", b"retained", qos=1, retain=True)
+        try:
+            results = await asyncio.gather(*(one(index) for index in range(n_clients)))
+        finally:
+            for index in range(100):  # an empty retained payload clears it
+                await holder.publish(f"{prefix}/held/{index}", b"", qos=1, retain=True)
+    assert results == [[f"m{index}".encode()] for index in range(n_clients)]
+
+
+def test_snapshot_table_iterates_as_it_was_when_the_loop_began() -> None:
+    """The table EmbeddedBroker gives amqtt: adding or removing filters or subscribers while a
+    loop walks it neither raises nor changes what that loop sees (a plain dict raises)."""
+    table = _SnapshotDict({"a": ["s1", "s2"], "b": ["s3"]})
+    walked = []
+    for key in table:
+        table[f"new-{key}"] = []
+        walked.append(key)
+    assert walked == ["a", "b"]
+    pairs = []
+    for key, holders in table.items():
+        if key == "a":
+            table["a"].remove("s1")  # a subscriber leaves mid-broadcast
+            del table["b"]
+        pairs.append((key, holders))
+    assert pairs[:2] == [("a", ["s1", "s2"]), ("b", ["s3"])]
+    assert dict(table) == {"a": ["s2"], "new-a": [], "new-b": []}
+    with pytest.raises(RuntimeError, match="changed size"):
+        plain = {"a": 1}
+        for key in plain:
+            plain[key + "x"] = 2
 
 
 def _other_local_address() -> str | None:
