@@ -115,7 +115,12 @@ class StrongAdversary(CloneFormBound):
     guarantee = "valid upper bound on delta for the released histogram (every dataset)"
 
     def pair(self, mech: ShuffledKRR) -> CloneFormPair:
-        return CloneFormPair(n_others=mech.n - 1, clone_prob=2.0 * mech.pb, p=1.0)
+        return CloneFormPair(
+            n_others=mech.n - 1,
+            clone_prob=2.0 * mech.pb_precise,
+            clone_prob_complement=_one_minus_two_pb(mech),
+            log_odds=math.inf,
+        )
 
     def zero_from(self, mech: ShuffledKRR) -> float:
         return math.inf  # P puts mass on outcomes Q cannot produce (N2 = 0 after u's report)
@@ -134,8 +139,13 @@ class Clones(CloneFormBound):
     guarantee = "valid upper bound on delta for the released histogram (any eps0-LDP randomizer)"
 
     def pair(self, mech: ShuffledKRR) -> CloneFormPair:
-        p = 1.0 / (1.0 + math.exp(-mech.eps0))
-        return CloneFormPair(n_others=mech.n - 1, clone_prob=math.exp(-mech.eps0), p=p)
+        # D's log-odds is eps0 exactly (p = e^eps0 / (e^eps0 + 1)); 1 - e^-eps0 = -expm1(-eps0).
+        return CloneFormPair(
+            n_others=mech.n - 1,
+            clone_prob=math.exp(-mech.eps0),
+            clone_prob_complement=-math.expm1(-mech.eps0),
+            log_odds=mech.eps0,
+        )
 
 
 class KRRClones(CloneFormBound):
@@ -154,11 +164,23 @@ class KRRClones(CloneFormBound):
     guarantee = "valid upper bound on delta for the released histogram (every dataset)"
 
     def pair(self, mech: ShuffledKRR) -> CloneFormPair:
-        pt, pb = mech.pt, mech.pb
-        scale = min(1.0, pt + pb)
+        # D ~ Bern(pt / (pt + pb)) has log-odds log(pt / pb) = eps0 exactly: passing it (not the
+        # float pt / (pt + pb), within e^-eps0 of 1) keeps the pair's coefficients accurate at
+        # large eps0. pt + pb and its complement (k - 2) pb are formed without subtraction.
+        pb = mech.pb_precise
         return CloneFormPair(
-            n_others=mech.n - 1, clone_prob=2.0 * pb, p=pt / (pt + pb), scale=scale
+            n_others=mech.n - 1,
+            clone_prob=2.0 * pb,
+            clone_prob_complement=_one_minus_two_pb(mech),
+            log_odds=mech.eps0,
+            scale=1.0 if mech.k == 2 else min(1.0, mech.pt_precise + pb),
+            scale_complement=(mech.k - 2) * pb,
         )
+
+
+def _one_minus_two_pb(mech: ShuffledKRR) -> float:
+    """1 - 2 pb = (pt - pb) + (k - 2) pb, without subtraction (1 = pt + (k - 1) pb)."""
+    return mech.pt_minus_pb + (mech.k - 2) * mech.pb_precise
 
 
 # ---------------------------------------------------------------------------------------------
@@ -213,8 +235,9 @@ class AllOthersX0(Bound):
     )
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        forward = TwoCountPair(mechanism=mech, alpha=mech.pt, beta=mech.pb).delta(eps)
-        reverse = TwoCountPair(mechanism=mech, alpha=mech.pb, beta=mech.pt).delta(eps)
+        pt, pb = mech.pt_precise, mech.pb_precise
+        forward = TwoCountPair(mechanism=mech, alpha=pt, beta=pb).delta(eps)
+        reverse = TwoCountPair(mechanism=mech, alpha=pb, beta=pt).delta(eps)
         return Bracket(max(forward.lower, reverse.lower), max(forward.upper, reverse.upper))
 
 

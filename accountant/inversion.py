@@ -67,10 +67,15 @@ def _illinois(
     """Shrink [lo, hi] with fn(lo) > target >= fn(hi) to width <= EPS_TOL.
 
     Regula falsi on g = log fn - log target (log delta is close to linear in eps, so this takes a
-    handful of steps where bisection takes ~35), with the Illinois halving against stagnation;
-    bisection where g is -inf (fn = 0) or the step would not shrink the interval enough.
+    handful of steps where bisection takes ~35), with the Illinois halving against stagnation and
+    a margin that keeps each step shrinking the interval; where fn(hi) = 0 (g = -inf) the step
+    interpolates to the smallest positive double instead.
     """
     log_t = math.log(target)
+    # fn(hi) = 0 (at or beyond the largest loss) gives no slope; the step then interpolates to
+    # the smallest positive double instead (delta drops fastest near the largest loss, so this
+    # lands near the crossing). Only the choice of the next point depends on it.
+    g_zero = math.log(math.ulp(0.0)) - log_t
 
     def g(value: float) -> float:
         return math.log(value) - log_t if value > 0.0 else -math.inf
@@ -79,14 +84,13 @@ def _illinois(
     kept = 0  # +1: lo kept last step, -1: hi kept last step
     while hi - lo > EPS_TOL:
         width = hi - lo
-        if math.isfinite(ghi) and glo > ghi:
-            x = hi - ghi * width / (ghi - glo)
+        g_step = ghi if math.isfinite(ghi) else min(g_zero, glo - 1.0)
+        if math.isfinite(glo) and glo > g_step:
+            x = hi - g_step * width / (g_step - glo)
             margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
             x = min(max(x, lo + margin), hi - margin)
         else:
-            # fn(hi) = 0 (beyond the largest loss) gives no slope: step toward lo, where delta
-            # drops fastest, rather than halving.
-            x = lo + (0.25 if ghi == -math.inf else 0.5) * width
+            x = lo + 0.5 * width
         fx = fn(x)
         gx = g(fx)
         if fx > target:

@@ -47,6 +47,22 @@ _FULL_SUPPORT_LIMIT = 20_000
 #: Outcomes summed one by one (as non-negative terms) at the start of each region; the rest of
 #: the region goes through binomial tails, whose difference loses precision to cancellation.
 DIRECT_TERMS = 48
+#: Bound on the relative error of every coefficient and probability computed in this module from
+#: the exact floats (eps0, eps): each is built from at most about ten correctly rounded or 1-ulp
+#: operations (exp, expm1, log1p, tanh, +, *, /) with no cancellation (sums of positive terms;
+#: differences such as p - e^eps (1 - p) are rewritten as -p expm1(eps - L) with L exact), so
+#: <= 12 ulp; 32 ulp leaves margin. Added to every term's error (see _coef_tail_error) and to the
+#: log-weight error (parameters of the binomials: :func:`_param_log_error`).
+COEF_RELERR = 32 * 2.0**-53
+_LOG_COEF_RELERR = math.log(COEF_RELERR)
+_LN2 = math.log(2.0)
+#: Bound on the relative error of the computed binomial parameters (pt, pb, 2 pb, e^-eps0,
+#: pt / (pt + pb), ...) and of their complements, each formed without subtraction from
+#: ShuffledKRR.pt_precise = 1 / (1 + (k-1) e^-eps0) and pb_precise = e^-eps0 / (1 + (k-1) e^-eps0)
+#: (not from exp(log pb), which is off by up to eps0 / 2 ulp): <= 8 ulp; 16 leaves margin.
+PARAM_RELERR = 16 * 2.0**-53
+#: Relative error of the clone-form threshold x = f (c + 1), f a quotient of two coefficients.
+_X_RELERR = 2.0 * COEF_RELERR
 #: First-try window of the mixing law, in nats below its mode (about +-12.6 standard deviations);
 #: the mass outside is bounded and added to the upper side, and if that matters the full
 #: 745-nat window (nothing representable left out) is used instead.
@@ -109,29 +125,63 @@ class CloneFormPair:
     divergence), so the divergence is ``scale`` times that of the pair above. The pair is symmetric
     (swapping the coordinates maps P to Q), so H(P||Q) = H(Q||P).
 
-    p = 1 is the strong-adversary pair of Balle et al.; p = e^eps0 / (e^eps0 + 1) with
-    clone_prob = e^-eps0 is Feldman, McMillan and Talwar's clone pair.
+    D's law is given by its log-odds L = log(p / (1 - p)) in (0, inf], not by p: at large eps0,
+    p = e^eps0 / (e^eps0 + 1) is within 1e-9 of 1, and 1 - p or p - e^eps (1 - p) computed from a
+    float p lose most of their digits. L = inf (p = 1) is the strong-adversary pair of Balle et
+    al.; L = eps0 with clone_prob = e^-eps0 is Feldman, McMillan and Talwar's clone pair.
+    ``clone_prob_complement`` and ``scale_complement`` are 1 - clone_prob and 1 - scale computed
+    without subtraction by the caller (default: by subtraction, accurate unless the value is near
+    1).
     """
 
     n_others: int
     clone_prob: float
-    p: float
+    log_odds: float
     scale: float = 1.0
+    clone_prob_complement: float | None = None
+    scale_complement: float | None = None
 
     def __post_init__(self) -> None:
         if self.n_others < 1:
             raise ValueError(f"n_others must be >= 1, got {self.n_others}")
         if not 0.0 < self.clone_prob <= 1.0:
             raise ValueError(f"clone_prob must be in (0, 1], got {self.clone_prob}")
-        if not 0.5 < self.p <= 1.0:
-            raise ValueError(f"p must be in (1/2, 1], got {self.p}")
+        if not self.log_odds > 0.0:
+            raise ValueError(f"log_odds must be in (0, inf], got {self.log_odds}")
         if not 0.0 < self.scale <= 1.0:
             raise ValueError(f"scale must be in (0, 1], got {self.scale}")
+        if self.clone_prob_complement is None:
+            object.__setattr__(self, "clone_prob_complement", 1.0 - self.clone_prob)
+        elif not 0.0 <= self.clone_prob_complement <= 1.0:
+            raise ValueError(
+                f"clone_prob_complement must be in [0, 1], got {self.clone_prob_complement}"
+            )
+        if self.scale_complement is None:
+            object.__setattr__(self, "scale_complement", 1.0 - self.scale)
+        elif not 0.0 <= self.scale_complement < 1.0:
+            raise ValueError(f"scale_complement must be in [0, 1), got {self.scale_complement}")
+
+    @property
+    def p(self) -> float:
+        """P[D = 1] = 1 / (1 + e^-L), to about 1 ulp."""
+        return 1.0 / (1.0 + math.exp(-self.log_odds))
+
+    @property
+    def q(self) -> float:
+        """P[D = 0] = 1 - p = e^-L / (1 + e^-L), without subtraction (0 for L = inf)."""
+        tiny = math.exp(-self.log_odds)
+        return tiny / (1.0 + tiny)
 
     @property
     def max_loss(self) -> float:
-        """The largest privacy loss, log(p / (1 - p)) (inf for p = 1)."""
-        return math.inf if self.p >= 1.0 else math.log(self.p) - math.log1p(-self.p)
+        """The largest privacy loss, L = log(p / (1 - p)) (inf for p = 1)."""
+        return self.log_odds
+
+    @property
+    def _mixing_complement(self) -> float:
+        qc = self.clone_prob_complement
+        assert qc is not None  # set in __post_init__
+        return qc
 
     def delta(self, eps: float) -> Bracket:
         """A bracket on H_eps(P || Q) (= H_eps(Q || P))."""
@@ -139,21 +189,36 @@ class CloneFormPair:
             return Bracket.exact_zero()
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
             return _narrow_then_wide(
-                lambda depth: self._delta(eps, depth), self.n_others, self.clone_prob
+                lambda depth: self._delta(eps, depth),
+                self.n_others,
+                self.clone_prob,
+                self._mixing_complement,
             )
 
     def _delta(self, eps: float, depth: float) -> Bracket:
         e = math.exp(eps)
-        p = self.p
-        # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + (1-p) b(a),
-        # Q_c(a) = (1-p) b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
+        big_l = self.log_odds
+        p, q = self.p, self.q
+        # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + q b(a),
+        # Q_c(a) = q b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
         # P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
-        # where x = R (c+1) / (1+R), R = -coef_lo / coef_hi: positive exactly for a > x.
-        coef_hi = p - e * (1.0 - p)  # > 0 since eps < max_loss
-        coef_lo = (1.0 - p) - e * p  # < 0
-        ratio = -coef_lo / coef_hi
-        c, log_w, log_dropped, w_err = _mixing_window(self.n_others, self.clone_prob, depth)
-        x = ratio * (c + 1.0) / (1.0 + ratio)
+        # where x = f (c+1), f = -coef_lo / (coef_hi - coef_lo): positive exactly for a > x.
+        # No coefficient is formed by subtracting nearly equal numbers (each is accurate to a few
+        # ulp, COEF_RELERR): with q / p = e^-L,
+        #   coef_hi = p - e q = -p expm1(eps - L) > 0 (eps < L; eps - L is exact when close),
+        #   -coef_lo = e p - q = expm1(eps) p + (p - q) > 0,
+        #   coef_hi - coef_lo = (p - q)(1 + e),  p - q = tanh(L / 2).
+        coef_hi = -p * math.expm1(eps - big_l)
+        p_minus_q = math.tanh(big_l / 2.0)
+        neg_lo = math.expm1(eps) * p + p_minus_q  # -coef_lo
+        span = p_minus_q * (1.0 + e)  # coef_hi - coef_lo
+        del q  # only through the forms above
+        c, log_w, log_dropped, w_err = _mixing_window(
+            self.n_others, self.clone_prob, depth, self._mixing_complement
+        )
+        x = (neg_lo / span) * (c + 1.0)
+        # x is accurate to X_RELERR relative (f: two coefficients and a division).
+        x_err = _X_RELERR * (1.0 + x)
         # The top outcome a = c + 1 has loss log(p/(1-p)) > eps (inf for p = 1), so it is always
         # in the region, even where x rounds up to c + 1 (huge eps).
         a_star = np.minimum(np.floor(x) + 1.0, c + 1.0)
@@ -161,7 +226,7 @@ class CloneFormPair:
         l_hi = log_binom_sf(a_star - 1.0, c, 0.5)
         l_lo = log_binom_sf(a_star, c, 0.5)
         pos_c = log_w + math.log(coef_hi) + l_hi
-        neg_c = log_w + math.log(-coef_lo) + l_lo
+        neg_c = log_w + math.log(neg_lo) + l_lo
         # Where c carries weight, sum the first DIRECT_TERMS outcomes one by one instead (the
         # tail difference loses precision to cancellation) and keep tails for the remainder.
         core = _core(pos_c)
@@ -170,47 +235,61 @@ class CloneFormPair:
         c2 = np.broadcast_to(cc[:, None], a.shape)
         inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
         log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
-        slope = math.log(coef_hi - coef_lo)
+        slope = math.log(span)
         gap = np.where(inside, a - xc[:, None], 1.0)
         denom = np.where(inside, c2 - a + 1.0, 1.0)
         log_scale_ = wc[:, None] + log_b + slope - np.log(denom)
         direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
-        # Rounding of x moves (a - x) by a few ulp of x: an absolute error per term.
-        direct_err = np.where(inside, log_scale_ + np.log(4.5e-16 * (1.0 + xc[:, None])), -np.inf)
-        # If rounding put a* one too high, the outcome a* - 1 has a - x within a few ulp of 0.
+        # Rounding of x moves (a - x) by at most x_err: an absolute error per term; the slope
+        # (coef_hi - coef_lo) is off by at most COEF_RELERR relative.
+        direct_err = np.where(
+            inside,
+            log_scale_ + np.log(x_err[core][:, None] + COEF_RELERR * np.abs(gap)),
+            -np.inf,
+        )
+        # If rounding put a* one too high, the outcome a* - 1 has a - x within x_err of 0.
         a_prev = a_star - 1.0
-        ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= 4.5e-16 * (1.0 + x))
+        ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= x_err)
         prev_err = np.where(
             ok_prev,
             log_w
             + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
             + slope
             - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
-            + np.log(4.5e-16 * (1.0 + x)),
+            + np.log(x_err),
             -np.inf,
         )
+        # a = c + 1 (outside ``inside``, so direct and direct_err are -inf there).
         top = a == c2 + 1.0
-        top_term = np.where(top, wc[:, None] + math.log(coef_hi) - c2 * math.log(2.0), -np.inf)
-        direct = np.logaddexp(direct, top_term)
+        top_term = wc[:, None] + math.log(coef_hi) - c2 * math.log(2.0)
+        direct = np.where(top, top_term, direct)
+        direct_err = np.where(top, top_term + _LOG_COEF_RELERR, direct_err)
         # Remainder a >= a* + DIRECT_TERMS for the core.
         m = ac + DIRECT_TERMS
         r_hi = log_binom_sf(m - 1.0, cc, 0.5)
         r_lo = log_binom_sf(m, cc, 0.5)
         rem_pos = wc + math.log(coef_hi) + r_hi
-        rem_neg = wc + math.log(-coef_lo) + r_lo
+        rem_neg = wc + math.log(neg_lo) + r_lo
         pos = np.concatenate([direct.ravel(), rem_pos, pos_c[~core]])
         neg = np.concatenate([rem_neg, neg_c[~core]])
         err = [
             direct_err.ravel(),
             prev_err,
-            rem_pos + log_tail_relative_error(r_hi),
-            rem_neg + log_tail_relative_error(r_lo),
-            pos_c[~core] + log_tail_relative_error(l_hi[~core]),
-            neg_c[~core] + log_tail_relative_error(l_lo[~core]),
+            rem_pos + _coef_tail_error(r_hi),
+            rem_neg + _coef_tail_error(r_lo),
+            pos_c[~core] + _coef_tail_error(l_hi[~core]),
+            neg_c[~core] + _coef_tail_error(l_lo[~core]),
         ]
         w_err += log_weight_error(float(c[-1]), 0.5) + _run_error(float(c[-1]))
+        w_err += _param_log_error(self.n_others)  # clone_prob, its complement: a few ulp
         bracket = _combine(pos, neg, err, w_err, log_dropped, weight_per_difference=True)
-        return bracket.scaled(self.scale)
+        if self.scale == 1.0:
+            return bracket
+        # scale is a computed probability too (a few ulp): widen by COEF_RELERR both ways.
+        return Bracket(
+            bracket.lower * self.scale * (1.0 - COEF_RELERR),
+            min(1.0, bracket.upper * self.scale * (1.0 + COEF_RELERR)),
+        )
 
     def outcome_log_pmfs(self, depth: float = 40.0) -> tuple[FloatArray, FloatArray, float]:
         """The pair's likely outcomes, for building a privacy-loss distribution.
@@ -221,9 +300,10 @@ class CloneFormPair:
         an upper bound on the P-mass (= Q-mass, by symmetry) of everything left out, which a
         pessimistic privacy-loss distribution must count as infinite loss.
         """
-        lo, hi, _ = binomial_window(self.n_others, self.clone_prob, depth=depth)
+        qc = self._mixing_complement
+        lo, hi, _ = binomial_window(self.n_others, self.clone_prob, depth=depth, qc=qc)
         c = np.arange(lo, hi + 1, dtype=np.float64)
-        log_w = log_binom_pmf(c, self.n_others, self.clone_prob)
+        log_w = log_binom_pmf(c, self.n_others, self.clone_prob, qc)
         half = (math.sqrt(2.0 * depth) + 1.0) * np.sqrt(c) / 2.0 + 2.0
         a_lo = np.maximum(np.floor(c / 2.0 - half), 0.0)
         a_hi = np.minimum(np.ceil(c / 2.0 + half), c + 1.0)
@@ -234,16 +314,17 @@ class CloneFormPair:
         a = np.repeat(a_lo, counts) + offsets
         b_prev = log_binom_pmf(a - 1.0, cc, 0.5)
         b_here = log_binom_pmf(a, cc, 0.5)
-        log_p1 = math.log(self.p)
-        log_p0 = math.log1p(-self.p) if self.p < 1.0 else -math.inf
+        # log p = -log1p(e^-L), log(1 - p) = -L + log p: no 1 - p formed.
+        log_p1 = -math.log1p(math.exp(-self.log_odds))
+        log_p0 = log_p1 - self.log_odds if math.isfinite(self.log_odds) else -math.inf
         log_scale = math.log(self.scale)
         lp = ww + log_scale + np.logaddexp(log_p1 + b_prev, log_p0 + b_here)
         lq = ww + log_scale + np.logaddexp(log_p0 + b_prev, log_p1 + b_here)
         kept = min(float(np.exp(log_sum(lp))), float(np.exp(log_sum(lq))))
         # What is left out is 1 - kept (of the scaled part); 1e-15 covers the rounding of kept.
         dropped = max(self.scale - kept, 0.0) + 1e-15
-        if self.scale < 1.0:
-            common = math.log1p(-self.scale)
+        if self.scale < 1.0 and self.scale_complement:
+            common = math.log(self.scale_complement)
             lp = np.append(lp, common)
             lq = np.append(lq, common)
         return lp, lq, dropped
@@ -272,7 +353,25 @@ class TwoCountPair:
 
     @classmethod
     def wang(cls, mech: ShuffledKRR) -> TwoCountPair:
-        return cls(mechanism=mech, alpha=mech.pb, beta=mech.pb)
+        return cls(mechanism=mech, alpha=mech.pb_precise, beta=mech.pb_precise)
+
+    def others_rest(self) -> float:
+        """1 - alpha - beta, the others' probability of landing in neither count.
+
+        When alpha and beta are each k-RR's pt_precise or pb_precise (every use here; other
+        values, e.g. the 1-ulp-different ShuffledKRR.pt, are taken as given), it is formed from
+        1 = pt + (k - 1) pb without subtraction: (k - 2) pb for {pt, pb} (exactly 0 for k = 2),
+        (pt - pb) + (k - 2) pb for (pb, pb). At large eps0, 1 - pt - pb by subtraction would keep only
+        ulp / ((k - 2) pb) of relative precision. Other values fall back to the subtraction.
+        """
+        mech = self.mechanism
+        pt, pb = mech.pt_precise, mech.pb_precise
+        kinds = sorted("t" if v == pt else "b" if v == pb else "?" for v in (self.alpha, self.beta))
+        if kinds == ["b", "t"]:
+            return (mech.k - 2) * pb
+        if kinds == ["b", "b"]:
+            return mech.pt_minus_pb + (mech.k - 2) * pb
+        return max(1.0 - self.alpha - self.beta, 0.0)
 
     def delta(self, eps: float) -> Bracket:
         """A bracket on H_eps(P || Q); exactly 0 for eps >= eps0."""
@@ -283,18 +382,26 @@ class TwoCountPair:
             return _narrow_then_wide(
                 lambda depth: self._delta(eps, depth),
                 self.mechanism.n - 1,
-                self.alpha + self.beta,
+                *self._others_total(),
             )
+
+    def _others_total(self) -> tuple[float, float]:
+        """(q, 1 - q) for the others' total A + B ~ Bin(n - 1, q), q = alpha + beta."""
+        rest = self.others_rest()
+        return (1.0 if rest == 0.0 else self.alpha + self.beta), rest
 
     def _delta(self, eps: float, depth: float) -> Bracket:
         mech = self.mechanism
         n = mech.n
-        pt, pb = mech.pt, mech.pb
+        pt, pb = mech.pt_precise, mech.pb_precise
         r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
-        e = math.exp(eps)
-        q = self.alpha + self.beta  # others' total C = A + B ~ W = Bin(n-1, q)
-        theta = self.alpha / q  # A | C = c ~ b_c = Bin(c, theta)
-        c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth)
+        # Others' total C = A + B ~ W = Bin(n-1, q); q and 1 - q, theta and 1 - theta are all
+        # formed without subtraction (at large eps0, theta = pt / (pt + pb) is within e^-eps0
+        # of 1), and passed together to the binomial helpers.
+        q, q_c = self._others_total()
+        theta = self.alpha / (self.alpha + self.beta)  # A | C = c ~ b_c = Bin(c, theta)
+        theta_c = self.beta / (self.alpha + self.beta)  # 1 - theta
+        c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth, q_c)
         # Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
         # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
         # b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
@@ -303,59 +410,112 @@ class TwoCountPair:
         #   g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
         #   a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
         # (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
+        # No coefficient is a difference of nearly equal numbers (each is accurate to a few ulp,
+        # COEF_RELERR); with pb / pt = e^-eps0 exactly:
+        #   pt - e pb = -pt expm1(eps - eps0) > 0 (eps - eps0 is exact when they are close),
+        #   e pt - pb = expm1(eps) pt + (pt - pb),  pt - pb = pt (1 - e^-eps0),  e - 1 = expm1(eps).
         t = np.arange(c[0], c[-1] + 2.0)
         t = t[t >= 1.0]  # t = 0 has one outcome with equal mass under P and Q
-        log_w_prev = log_binom_pmf(t - 1.0, n - 1, q)  # W(t-1)
+        log_w_prev = log_binom_pmf(t - 1.0, n - 1, q, q_c)  # W(t-1)
         in_window = (t >= c[0]) & (t <= c[-1])
-        log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q), -np.inf)  # W(t)
-        g = (pt - e * pb) / theta + (e * pt - pb) / (1.0 - theta)
+        log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q, q_c), -np.inf)  # W(t)
+        em1 = math.expm1(eps)
+        up_coef = -pt * math.expm1(eps - mech.eps0)  # pt - e pb
+        down_coef = em1 * pt + mech.pt_minus_pb  # e pt - pb
+        g = up_coef / theta + down_coef / theta_c
         # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
-        s = r * (n - t) * q / (1.0 - q) if r > 0.0 else np.zeros_like(t)
-        a_thr = ((e * pt - pb) * t / (1.0 - theta) + (e - 1.0) * s) / g
-        a_star = np.maximum(np.floor(a_thr) + 1.0, 0.0)
+        s = r * (n - t) * q / q_c if r > 0.0 else np.zeros_like(t)
+        extra = em1 * s
+        a_thr = (down_coef * t / theta_c + extra) / g
+        # Near the top the region's edge is carried as h = t - a_thr = (t (pt - e pb)/theta -
+        # (e - 1) s) / g instead: at large eps0 the edge is within 1e-18 t of t, which a_thr
+        # cannot resolve (a_thr rounds to t and the one outcome in the region, a = t, is lost).
+        high = up_coef * t / theta
+        h = (high - extra) / g
+        from_top = h < a_thr
+        # Each form's terms are accurate to COEF_RELERR and g too, so the edge is off by at most
+        # thr_err (absolute): 2 COEF_RELERR times the sum of the magnitudes over g.
+        thr_err = 2.0 * COEF_RELERR * np.where(from_top, (high + extra) / g, a_thr)
+        a_star = np.maximum(np.where(from_top, t + 1.0 - np.ceil(h), np.floor(a_thr) + 1.0), 0.0)
+
+        # a - a_thr = (a - base) + offset: (a - t) + h near the top, a - a_thr otherwise (a - base
+        # is an exact integer, so one rounding).
+        base = np.where(from_top, t, 0.0)
+        offset = np.where(from_top, h, -a_thr)
+
+        def edge_gap(aa: FloatArray, rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
+            """a - a_thr for outcomes aa (one row per t in ``rows``), from the accurate form."""
+            return (aa - base[rows][:, None]) + offset[rows][:, None]
+
         slope = math.log(g)
-        log_coef_neg = math.log((e - 1.0) * r) if r > 0.0 and e > 1.0 else -np.inf
+        log_coef_neg = math.log(em1 * r) if r > 0.0 and em1 > 0.0 else -np.inf
 
         def tails(
             m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
         ) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
             """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
             + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
-            l1 = log_binom_sf(m - 1.0, tt - 1.0, theta)
-            l2 = log_binom_sf(m, tt - 1.0, theta)
-            l3 = log_binom_sf(m, tt, theta)
-            pos_ = wp + math.log(pt - e * pb) + l1
-            neg2 = wp + math.log(e * pt - pb) + l2
+            l1 = log_binom_sf(m - 1.0, tt - 1.0, theta, theta_c)
+            l2 = log_binom_sf(m, tt - 1.0, theta, theta_c)
+            l3 = log_binom_sf(m, tt, theta, theta_c)
+            pos_ = wp + math.log(up_coef) + l1
+            neg2 = wp + math.log(down_coef) + l2
             neg3 = wh + log_coef_neg + l3
             errs = [
-                pos_ + log_tail_relative_error(l1),
-                neg2 + log_tail_relative_error(l2),
-                neg3 + log_tail_relative_error(l3),
+                pos_ + _coef_tail_error(l1),
+                neg2 + _coef_tail_error(l2),
+                neg3 + _coef_tail_error(l3),
             ]
             return pos_, np.logaddexp(neg2, neg3), errs
 
         pos_t, neg_t, err_t = tails(a_star, t, log_w_prev, log_w_here)
-        core = _core(pos_t)
-        tc, thr_c, ac, wpc = t[core], a_thr[core], a_star[core], log_w_prev[core]
-        a = ac[:, None] + np.arange(-1, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
+        # The outcome just below a* is in the region if the edge is off by its error; its term is
+        # then at most b_t(a) (W(t-1)/t) g thr_err. Counted as error (below for the core, here for
+        # the rest), and in choosing the core (the computed region may be empty).
+        a_prev = a_star - 1.0
+        gap_prev = edge_gap(a_prev[:, None], slice(None))[:, 0]
+        ok_prev = (a_prev >= 0.0) & (a_prev <= t) & (np.abs(gap_prev) <= thr_err)
+        prev_err = np.full_like(t, -np.inf)
+        prev_err[ok_prev] = (
+            log_w_prev[ok_prev]
+            - np.log(t[ok_prev])
+            + slope
+            + log_binom_pmf(a_prev[ok_prev], t[ok_prev], theta, theta_c)
+            + np.log(thr_err[ok_prev])
+        )
+        core = _core(np.logaddexp(pos_t, prev_err))
+        tc, ac, wpc = t[core], a_star[core], log_w_prev[core]
+        a = ac[:, None] + np.arange(-1.0, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
         t2 = np.broadcast_to(tc[:, None], a.shape)
         inside = (a >= 0.0) & (a <= t2)
         log_scale_ = np.where(
             inside,
-            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, theta) + wpc[:, None] - np.log(t2) + slope,
+            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, theta, theta_c)
+            + wpc[:, None]
+            - np.log(t2)
+            + slope,
             -np.inf,
         )
-        gap = np.where(inside, a - thr_c[:, None], 1.0)
-        direct = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)[:, 1:]
-        rounding = 4.5e-16 * (1.0 + np.abs(thr_c) + tc)[:, None]  # bound on the error of a - a_thr
-        # Terms in the region carry that error; the outcome just below a* only if it is that close.
+        gap = np.where(inside, edge_gap(a, core), 1.0)
+        direct_full = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)
+        direct = direct_full[:, 1:]
+        # Terms in the region carry the edge's error and the slope's (g and the rounding of the
+        # gap: COEF_RELERR relative); the outcome just below a* only if it is that close.
+        rounding = thr_err[core][:, None]
         near = (gap > 0.0) | (np.abs(gap) <= rounding)
-        direct_err = np.where(near, log_scale_ + np.log(rounding), -np.inf)
+        direct_err = np.where(
+            near,
+            log_scale_ + np.log(rounding + COEF_RELERR * np.maximum(gap, 0.0)),
+            -np.inf,
+        )
         rem_pos, rem_neg, rem_err = tails(ac + DIRECT_TERMS, tc, wpc, log_w_here[core])
         pos = np.concatenate([direct.ravel(), rem_pos, pos_t[~core]])
         neg = np.concatenate([rem_neg, neg_t[~core]])
-        err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t)]
-        w_err += log_weight_error(float(t[-1]), theta) + _run_error(float(t[-1]), theta)
+        err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t), prev_err[~core]]
+        w_err += log_weight_error(float(t[-1]), theta, theta_c)
+        w_err += _run_error(float(t[-1]), theta, theta_c)
+        # q, theta and their complements are computed probabilities (a few ulp).
+        w_err += _param_log_error(n - 1) + _param_log_error(float(t[-1]))
         # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
         return _combine(pos, neg, err, w_err, log_dropped)
 
@@ -399,25 +559,56 @@ def _single_bin_at(
     """Both directions with the outer component cut ``depth`` nats below its mode, and the log of
     the error term that cut contributes (-inf when nothing was cut)."""
     n = mech.n
-    law = _TwoBinomialSum(nx0, mech.pt, n - 1 - nx0, mech.pb, depth)
-    pt, pb = mech.pt, mech.pb
+    k = mech.k
+    pt, pb = mech.pt_precise, mech.pb_precise
+    # 1 - pt and 1 - pb, without subtraction (1 = pt + (k - 1) pb): at large eps0, 1 - pt is
+    # ~ (k - 1) e^-eps0 and 1.0 - pt would keep only ulp / (1 - pt) of relative precision.
+    not_pt = (k - 1) * pb
+    not_pb = pt + (k - 2) * pb
+    law = _TwoBinomialSum(nx0, pt, n - 1 - nx0, pb, depth, qc_x=not_pt, qc_y=not_pb)
     e = math.exp(eps)
+    em1 = math.expm1(eps)
+    pt_minus_pb = mech.pt_minus_pb
     # Direction 0||1: the term at s is a B(s-1) + b B(s) with a = pt - e pb > 0,
     # b = (1-pt) - e (1-pb) < 0; positive iff rho(s) = B(s-1)/B(s) > R0 = -b/a: a tail s >= s0.
-    a01, b01 = pt - e * pb, (1.0 - pt) - e * (1.0 - pb)
+    # Both without cancellation (each to a few ulp, COEF_RELERR), using pb / pt = e^-eps0:
+    #   a = -pt expm1(eps - eps0),  -b = expm1(eps) (1 - pb) + (pt - pb).
+    a01 = -pt * math.expm1(eps - mech.eps0)
+    b01 = -(em1 * not_pb + pt_minus_pb)
     s0 = law.first_s_with_log_rho_above(math.log(-b01) - math.log(a01))
-    direct = np.arange(s0, min(s0 + DIRECT_TERMS, law.n_max + 2))
-    d01 = _single_bin_direction(law, a01, b01, direct, law.log_sf, s0 + DIRECT_TERMS, upper=True)
+    # s0 - 1 is included (error only, unless its term is positive): a threshold off by rounding.
+    direct = np.arange(max(s0 - 1, 0), min(s0 + DIRECT_TERMS, law.n_max + 2))
+    d01 = _single_bin_direction(
+        law, a01, b01, COEF_RELERR, direct, law.log_sf, s0 + DIRECT_TERMS, upper=True
+    )
     # Direction 1||0: the term is c B(s-1) + d B(s), c = pb - e pt < 0, d = (1-pb) - e (1-pt);
     # positive iff rho(s) < R1 = d / -c: a head s <= s1 (none if d <= 0).
-    c10, d10_coef = pb - e * pt, (1.0 - pb) - e * (1.0 - pt)
+    #   -c = expm1(eps) pt + (pt - pb);
+    #   d = -pt expm1(eps - eps0) for k = 2 (1 - pb = pt, 1 - pt = pb); for k >= 3 it changes
+    #   sign at eps = log((1 - pb) / (1 - pt)), which is not a float, so there it is a genuine
+    #   difference X - Y (X = 1 - pb, Y = e (1 - pt), each to 4 ulp) whose relative error
+    #   d_relerr is bounded from |X| + |Y|.
+    c10 = -(em1 * pt + pt_minus_pb)
+    if k == 2:
+        d10_coef, d10_relerr = a01, COEF_RELERR
+    else:
+        big_x, big_y = not_pb, e * not_pt
+        d10_coef = big_x - big_y
+        d_abs_err = 5.0 * 2.0**-53 * (big_x + big_y)
+        if d10_coef + d_abs_err <= 0.0:
+            return d01, Bracket.exact_zero(), _cut_error(law, e)
+        if d10_coef <= d_abs_err:
+            # Sign unknown: each term is at most d B(s), so the direction is at most d.
+            return d01, Bracket(0.0, min(1.0, d10_coef + d_abs_err)), _cut_error(law, e)
+        d10_relerr = COEF_RELERR + d_abs_err / d10_coef
     cut = _cut_error(law, e)
     if d10_coef <= 0.0:
         return d01, Bracket.exact_zero(), cut
     s1 = law.first_s_with_log_rho_above(math.log(d10_coef) - math.log(-c10), inclusive=True) - 1
-    direct = np.arange(max(s1 - DIRECT_TERMS + 1, 0), s1 + 1)
+    # s1 + 1 is included (error only, unless its term is positive), as s0 - 1 above.
+    direct = np.arange(max(s1 - DIRECT_TERMS + 1, 0), min(s1 + 2, law.n_max + 2))
     d10 = _single_bin_direction(
-        law, d10_coef, c10, direct, law.log_cdf, s1 - DIRECT_TERMS, upper=False
+        law, d10_coef, c10, d10_relerr, direct, law.log_cdf, s1 - DIRECT_TERMS, upper=False
     )
     return d01, d10, cut
 
@@ -426,6 +617,7 @@ def _single_bin_direction(
     law: _TwoBinomialSum,
     coef_main: float,
     coef_other: float,
+    main_relerr: float,
     direct_s: npt.NDArray[np.int64],
     log_tail: object,
     remainder_from: int,
@@ -437,6 +629,7 @@ def _single_bin_direction(
     upper=True (0||1): terms coef_main B(s-1) + coef_other B(s) for s in direct_s, then the
     remainder s >= remainder_from through upper tails. upper=False (1||0): terms
     coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
+    coef_main is accurate to main_relerr relative, coef_other to COEF_RELERR.
     """
     assert callable(log_tail)
     span = np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else np.arange(0)
@@ -456,29 +649,45 @@ def _single_bin_direction(
         # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
         keys = sorted(log_b)
         n_in, q_in = law.n_in, law.q_in
-        log_odds = math.log(q_in) - math.log1p(-q_in)
+        log_odds = math.log(q_in) - math.log(law.qc_in)
         for prev, cur in itertools.pairwise(keys):
             if log_b[prev] > -math.inf and 1 <= cur <= n_in:
                 log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
         diff_base = 0.0
         chain = len(keys) * 4.0 * ulp  # the walk accumulates rounding (relative to |log B|)
+    log_main_relerr = math.log(main_relerr)
     terms, errs = [], []
     for s in direct_s:
         main = log_b[int(s) - 1] if upper else log_b[int(s)]
         other = log_b[int(s)] if upper else log_b[int(s) - 1]
         lm = math.log(coef_main) + main
         lo_ = math.log(-coef_other) + other
-        if lm == -math.inf or lo_ >= lm:
+        if lm == -math.inf:
             continue
         abs_err = law.log_weight_error + (2.0 * ulp + chain) * abs(main)
-        if lo_ == -math.inf:
-            terms.append(lm)
-            errs.append(lm + math.log(abs_err))
-            continue
-        term = lm + float(log1mexp(lm - lo_))
-        terms.append(term)
         diff_err = diff_base + 4.0 * ulp * (abs(main) + abs(other))
-        errs.append(float(np.logaddexp(term + math.log(abs_err), lo_ + math.log(diff_err))))
+        if lo_ >= lm:
+            # Computed as <= 0 (not a term); the true term is at most max(0, computed + error).
+            # Relative to |o| B(s''): computed = r - 1 with r = e^(lm - lo_) <= 1.
+            r = math.exp(lm - lo_)
+            slack = (r - 1.0) * (1.0 - abs_err) + diff_err + main_relerr * r + COEF_RELERR
+            if slack > 0.0:
+                errs.append(lo_ + math.log(slack))
+            continue
+        # term = e^lm (1 - rho), rho = e^(lo_ - lm) < 1; its error relative to e^lm: the B values'
+        # (abs_err on the term, diff_err on the cancelled part) and the coefficients' own errors
+        # (main_relerr of the positive part, COEF_RELERR of the negative one).
+        if lo_ == -math.inf:  # nothing cancels (and diff_err is inf)
+            terms.append(lm)
+            errs.append(lm + math.log(abs_err + main_relerr))
+            continue
+        gap = lm - lo_
+        rho = math.exp(-gap)
+        term = lm + (math.log1p(-rho) if gap > _LN2 else math.log(-math.expm1(-gap)))
+        terms.append(term)
+        errs.append(
+            lm + math.log((1.0 - rho) * abs_err + rho * (diff_err + COEF_RELERR) + main_relerr)
+        )
     if upper:
         (l_main, e_main), (l_other, e_other) = (
             log_tail(remainder_from - 1),
@@ -491,7 +700,16 @@ def _single_bin_direction(
         )
     pos = np.asarray([*terms, math.log(coef_main) + l_main])
     neg = np.asarray([math.log(-coef_other) + l_other])
-    err = np.asarray([*errs, math.log(coef_main) + e_main, math.log(-coef_other) + e_other])
+    err = np.asarray(
+        [
+            *errs,
+            math.log(coef_main) + e_main,
+            math.log(-coef_other) + e_other,
+            # the coefficients' own errors on the two remainder tails
+            math.log(coef_main) + l_main + log_main_relerr,
+            math.log(-coef_other) + l_other + _LOG_COEF_RELERR,
+        ]
+    )
     # Truncating the outer component's support perturbs each B value and tail by at most the
     # dropped mass; (1 + e^eps) times it per term (<= n_max + 2 terms) covers the divergence.
     extra = _cut_error(law, coef_main - coef_other)
@@ -510,47 +728,71 @@ class _TwoBinomialSum:
     """The law of X + Y, X ~ Bin(nx, qx), Y ~ Bin(ny, qy), in log space.
 
     The component with the narrower window (``outer``) is listed point by point; the other
-    (``inner``) enters through its pmf and tails.
+    (``inner``) enters through its pmf and tails. qc_x, qc_y: 1 - qx and 1 - qy computed without
+    subtraction (default: by subtraction); every pmf and tail uses them.
     """
 
-    def __init__(self, nx: int, qx: float, ny: int, qy: float, depth: float = 745.0) -> None:
+    def __init__(
+        self,
+        nx: int,
+        qx: float,
+        ny: int,
+        qy: float,
+        depth: float = 745.0,
+        *,
+        qc_x: float | None = None,
+        qc_y: float | None = None,
+    ) -> None:
         self.n_max = nx + ny
-        sd_x = math.sqrt(nx * qx * (1.0 - qx))
-        sd_y = math.sqrt(ny * qy * (1.0 - qy))
+        qc_x = 1.0 - qx if qc_x is None else qc_x
+        qc_y = 1.0 - qy if qc_y is None else qc_y
+        sd_x = math.sqrt(nx * qx * qc_x)
+        sd_y = math.sqrt(ny * qy * qc_y)
         if sd_x <= sd_y:
-            (self.n_out, self.q_out), (self.n_in, self.q_in) = (nx, qx), (ny, qy)
+            (self.n_out, self.q_out, self.qc_out) = (nx, qx, qc_x)
+            (self.n_in, self.q_in, self.qc_in) = (ny, qy, qc_y)
         else:
-            (self.n_out, self.q_out), (self.n_in, self.q_in) = (ny, qy), (nx, qx)
+            (self.n_out, self.q_out, self.qc_out) = (ny, qy, qc_y)
+            (self.n_in, self.q_in, self.qc_in) = (nx, qx, qc_x)
         if self.n_out + 1 <= _FULL_SUPPORT_LIMIT:
             lo, hi, self.log_dropped = 0, self.n_out, -math.inf
         else:
-            lo, hi, self.log_dropped = binomial_window(self.n_out, self.q_out, depth=depth)
+            lo, hi, self.log_dropped = binomial_window(
+                self.n_out, self.q_out, depth=depth, qc=self.qc_out
+            )
         self.y = np.arange(lo, hi + 1, dtype=np.float64)
-        self.log_py = log_binom_pmf(self.y, self.n_out, self.q_out)
-        self.log_weight_error = log_weight_error(self.n_out, self.q_out) + log_weight_error(
-            self.n_in, self.q_in
+        self.log_py = log_binom_pmf(self.y, self.n_out, self.q_out, self.qc_out)
+        self.log_weight_error = (
+            log_weight_error(self.n_out, self.q_out, self.qc_out)
+            + log_weight_error(self.n_in, self.q_in, self.qc_in)
+            # pt, pb and their complements are computed probabilities (a few ulp)
+            + _param_log_error(self.n_out)
+            + _param_log_error(self.n_in)
         )
+
+    def _inner_pmf(self, a: npt.ArrayLike) -> FloatArray:
+        return log_binom_pmf(a, self.n_in, self.q_in, self.qc_in)
 
     def log_pmf(self, s: int) -> float:
         if s < 0 or s > self.n_max:
             return -math.inf
-        return float(log_sum(self.log_py + log_binom_pmf(s - self.y, self.n_in, self.q_in)))
+        return float(log_sum(self.log_py + self._inner_pmf(s - self.y)))
 
     def log_pmf_many(self, s: npt.NDArray[np.int64]) -> FloatArray:
         """log B at each of the points s, in one vectorised pass."""
         ss = np.asarray(s, dtype=np.float64)[:, None]
-        grid = self.log_py[None, :] + log_binom_pmf(ss - self.y[None, :], self.n_in, self.q_in)
+        grid = self.log_py[None, :] + self._inner_pmf(ss - self.y[None, :])
         return log_sum(grid, axis=1)
 
     def log_sf(self, m: int) -> tuple[float, float]:
         """(log P[B >= m], log of its error bound)."""
-        tails = log_binom_sf(m - self.y, self.n_in, self.q_in)
+        tails = log_binom_sf(m - self.y, self.n_in, self.q_in, self.qc_in)
         terms = self.log_py + tails
         return float(log_sum(terms)), float(log_sum(terms + (log_tail_relative_error(tails))))
 
     def log_cdf(self, m: int) -> tuple[float, float]:
         """(log P[B <= m], log of its error bound)."""
-        tails = log_binom_cdf(m - self.y, self.n_in, self.q_in)
+        tails = log_binom_cdf(m - self.y, self.n_in, self.q_in, self.qc_in)
         terms = self.log_py + tails
         return float(log_sum(terms)), float(log_sum(terms + (log_tail_relative_error(tails))))
 
@@ -578,13 +820,16 @@ class _TwoBinomialSum:
 # Shared pieces
 
 
-def _narrow_then_wide(evaluate: Callable[[float], Bracket], n_trials: int, q: float) -> Bracket:
-    """Evaluate on a NARROW_DEPTH window of Bin(n_trials, q); if the mass it leaves out (added to
-    the upper side) is not negligible next to the value, evaluate on the full 745-nat window."""
+def _narrow_then_wide(
+    evaluate: Callable[[float], Bracket], n_trials: int, q: float, qc: float | None = None
+) -> Bracket:
+    """Evaluate on a NARROW_DEPTH window of Bin(n_trials, q) (qc: 1 - q, exact); if the mass it
+    leaves out (added to the upper side) is not negligible next to the value, evaluate on the
+    full 745-nat window."""
     narrow = evaluate(NARROW_DEPTH)
     if n_trials + 1 <= _FULL_SUPPORT_LIMIT:
         return narrow  # the whole support was used
-    log_dropped = binomial_window(n_trials, q, depth=NARROW_DEPTH)[2]
+    log_dropped = binomial_window(n_trials, q, depth=NARROW_DEPTH, qc=qc)[2]
     if narrow.lower > 0.0 and log_dropped <= math.log(narrow.lower) + math.log(1e-10):
         return narrow
     return evaluate(745.0)
@@ -602,39 +847,59 @@ def _core(log_contribution: FloatArray, depth: float = 12.0) -> npt.NDArray[np.b
     return finite & (log_contribution >= np.max(log_contribution[finite]) - depth)
 
 
-def _log_pmf_run(start: FloatArray, c: FloatArray, length: int, q: float = 0.5) -> FloatArray:
-    """log Bin(c, q) at start, start + 1, ..., start + length - 1 (rows: one per c).
+def _log_pmf_run(
+    start: FloatArray, c: FloatArray, length: int, q: float = 0.5, qc: float = 0.5
+) -> FloatArray:
+    """log Bin(c, q) at start, start + 1, ..., start + length - 1 (rows: one per c); qc = 1 - q.
 
     One gammaln-based value per row, then the exact ratio b(a+1)/b(a) = (c - a) q / ((a + 1)(1 - q));
     the running sum adds at most :func:`_run_error` to each value's absolute error.
     """
     a = start[:, None] + np.arange(length)[None, :]
     cc = np.broadcast_to(c[:, None], a.shape)
-    first = log_binom_pmf(start, c, q)
-    log_odds = math.log(q) - math.log1p(-q)
+    first = log_binom_pmf(start, c, q, qc)
+    log_odds = math.log(q) - math.log(qc)
     with np.errstate(divide="ignore", invalid="ignore"):
         steps = np.log(np.maximum(cc[:, :-1] - a[:, :-1], 0.0)) - np.log(a[:, :-1] + 1.0) + log_odds
     run = np.concatenate([first[:, None], first[:, None] + np.cumsum(steps, axis=1)], axis=1)
     return np.where((a >= 0.0) & (a <= cc), run, -np.inf)
 
 
-def _run_error(c_max: float, q: float = 0.5) -> float:
+def _run_error(c_max: float, q: float = 0.5, qc: float = 0.5) -> float:
     """Absolute log error a :func:`_log_pmf_run` of DIRECT_TERMS steps can accumulate."""
-    log_odds = abs(math.log(q) - math.log1p(-q))
+    log_odds = abs(math.log(q) - math.log(qc))
     return DIRECT_TERMS * 4.5e-16 * (2.0 + 2.0 * math.log(c_max + 2.0) + log_odds)
 
 
 def _mixing_window(
-    n_trials: int, q: float, depth: float
+    n_trials: int, q: float, depth: float, qc: float | None = None
 ) -> tuple[FloatArray, FloatArray, float, float]:
     """Support points c of Bin(n_trials, q) to sum over (those within ``depth`` nats of the mode),
-    their log weights, the log of the mass left out, and the absolute error of the log weights."""
+    their log weights, the log of the mass left out, and the absolute error of the log weights
+    (qc: 1 - q computed without subtraction)."""
     if n_trials + 1 <= _FULL_SUPPORT_LIMIT:
         lo, hi, log_dropped = 0, n_trials, -math.inf
     else:
-        lo, hi, log_dropped = binomial_window(n_trials, q, depth=depth)
+        lo, hi, log_dropped = binomial_window(n_trials, q, depth=depth, qc=qc)
     c = np.arange(lo, hi + 1, dtype=np.float64)
-    return c, log_binom_pmf(c, n_trials, q), log_dropped, log_weight_error(n_trials, q)
+    return (
+        c,
+        log_binom_pmf(c, n_trials, q, qc),
+        log_dropped,
+        log_weight_error(n_trials, q, qc),
+    )
+
+
+def _coef_tail_error(log_tail: FloatArray) -> FloatArray:
+    """log of the relative error of coefficient * tail: the tail's (numerics.py) plus the
+    coefficient's (COEF_RELERR; doubled to cover the product of the two)."""
+    return log_tail_relative_error(log_tail, extra=2.0 * COEF_RELERR)
+
+
+def _param_log_error(n_trials: float) -> float:
+    """Absolute error of a log Bin(n_trials, q) pmf caused by q and 1 - q being off by at most
+    PARAM_RELERR relative each: a log q + (n - a) log(1 - q) moves by at most n PARAM_RELERR."""
+    return 1.01 * PARAM_RELERR * float(n_trials)
 
 
 def _combine(
@@ -659,7 +924,11 @@ def _combine(
         value = 0.0
     else:
         value = math.exp(total_pos) * -math.expm1(min(total_neg - total_pos, 0.0))
-    abs_err = float(np.exp(log_sum(np.concatenate([np.ravel(x) for x in err]))))
+    all_err = np.concatenate([np.ravel(x) for x in err])
+    # log_sum reads NaN as -inf (no error at all); an error term that is NaN is unknown, so it
+    # counts as unbounded instead (the bracket becomes [0, 1]).
+    all_err = np.where(np.isnan(all_err), np.inf, all_err)
+    abs_err = float(np.exp(log_sum(all_err)))
     growth = math.expm1(log_weight_err)
     if weight_per_difference:
         abs_err += growth * value
@@ -667,5 +936,8 @@ def _combine(
         abs_err += growth * (math.exp(total_pos) + math.exp(total_neg))
     dropped = math.exp(log_dropped) if log_dropped > -math.inf else 0.0
     upper = min(1.0, value + abs_err + dropped)
+    if upper == 0.0 and total_pos > -math.inf:
+        # A positive value below the smallest double (e.g. 1e-400): 0 would not be an upper bound.
+        upper = math.ulp(0.0)
     lower = max(0.0, value - abs_err)
     return Bracket(lower, upper)
