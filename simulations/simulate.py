@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
@@ -48,7 +49,13 @@ from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
 from shuffledp.randomness import default_source
 from shuffledp.simulations.datasets import synthetic_values
 
-__all__ = ["SimulationError", "SimulationOptions", "run_simulation"]
+__all__ = [
+    "PipelineSession",
+    "RoundRefusedError",
+    "SimulationError",
+    "SimulationOptions",
+    "run_simulation",
+]
 
 GRACE_SECONDS = 5.0
 BROKER_START_TIMEOUT = 20.0
@@ -56,6 +63,10 @@ BROKER_START_TIMEOUT = 20.0
 
 class SimulationError(RuntimeError):
     """A component failed or the round did not complete; the message says which and why."""
+
+
+class RoundRefusedError(SimulationError):
+    """The round was refused (below the minimum batch size): nothing was published."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,15 +119,23 @@ class SimulationOptions:
 
     @property
     def effective_deadline(self) -> float:
-        """Seconds a hop waits for its batch: given, or generous for n (60 s + 2 ms/client)."""
-        return self.deadline if self.deadline is not None else 60.0 + 0.002 * self.n
+        """Seconds a hop waits for its batch in a round of ``n`` reports."""
+        return self.deadline_for(self.n)
 
     @property
     def effective_timeout(self) -> float:
-        """Seconds the whole run may take before it is stopped."""
+        """Seconds a round of ``n`` reports may take before it is stopped."""
+        return self.timeout_for(self.n)
+
+    def deadline_for(self, n: int) -> float:
+        """Seconds a hop waits for a batch of n: given, or generous for n (60 s + 2 ms/client)."""
+        return self.deadline if self.deadline is not None else 60.0 + 0.002 * n
+
+    def timeout_for(self, n: int) -> float:
+        """Seconds a round of n reports may take before it is stopped."""
         if self.timeout is not None:
             return self.timeout
-        return (self.hops + 2) * self.effective_deadline + 60.0
+        return (self.hops + 2) * self.deadline_for(n) + 60.0
 
 
 @dataclass(slots=True)
@@ -144,9 +163,10 @@ class _Progress:
 ProgressCallback = Callable[[dict[str, dict[str, Any]], dict[str, dict[str, Any]]], None]
 
 
-def _child_seed(seed: int, index: int) -> int:
-    """An independent 63-bit seed for child ``index`` of a run seeded with ``seed``."""
-    state = np.random.SeedSequence([seed, index]).generate_state(1, dtype=np.uint64)[0]
+def _child_seed(seed: int, round_id: int, index: int) -> int:
+    """An independent 63-bit seed for child ``index`` of round ``round_id`` of a run seeded
+    with ``seed``."""
+    state = np.random.SeedSequence([seed, round_id, index]).generate_state(1, dtype=np.uint64)[0]
     return int(state) >> 1
 
 
@@ -157,128 +177,212 @@ async def run_simulation(
     ``true_histogram``, ``tv_distance``, ``timings`` and ``simulation``. Raises SimulationError
     if a component fails or the round does not complete within the timeout."""
     started = time.monotonic()
-    workdir = Path(tempfile.mkdtemp(prefix="shuffledp-sim-"))
-    children: list[_Child] = []
-    broker_child: _Child | None = None
-    prefix = f"shuffledp/sim-{secrets.token_hex(6)}"
-    round_id = options.round_id
-    try:
-        keys = workdir / "keys"
-        init_key_directory(keys, hops=options.hops)
-        values = synthetic_values(options.n, options.k, default_source(options.seed))
-        truth = np.bincount(values, minlength=options.k)
-        value_files = []
-        for index, part in enumerate(np.array_split(values, options.client_processes)):
-            path = workdir / f"values-{index}.txt"
-            path.write_text("".join(f"{int(v)}\n" for v in part), encoding="utf-8")
-            value_files.append((path, int(part.size)))
+    values = synthetic_values(options.n, options.k, default_source(options.seed))
+    async with PipelineSession(options) as session:
+        return await session.run_round(
+            values,
+            round_id=options.round_id,
+            dataset_label="synthetic: N(0, 2) (variance 2) in k equal bins over +-3 sd",
+            on_progress=on_progress,
+            started=started,
+        )
 
-        if options.broker is None:
-            broker_child, url = await _start_embedded_broker(workdir)
-            broker_label = f"embedded amqtt at {url}"
-        else:
-            url = options.broker
-            broker_label = url
 
-        common = ["--broker", url, "--keys", str(keys), "--prefix", prefix]
-        common += ["--round", str(round_id)]
-        deadline = str(options.effective_deadline)
-        min_batch = options.min_batch if options.min_batch is not None else max(1, options.n // 2)
-        analyzer_args = ["analyzer", *common, "--k", str(options.k), "--eps0", repr(options.eps0)]
-        analyzer_args += ["--expected", str(options.n), "--deadline", deadline]
-        if options.eps is not None:
-            analyzer_args += ["--eps", repr(options.eps)]
-        else:
-            analyzer_args += ["--delta", repr(options.target_delta)]
-        specs: list[tuple[str, list[str]]] = [("analyzer", analyzer_args)]
-        for index in range(options.hops):
-            hop_args = ["hop", *common, "--index", str(index), "--expected", str(options.n)]
-            hop_args += ["--min-batch", str(min_batch), "--deadline", deadline]
-            if options.seed is not None:
-                hop_args += ["--seed", str(_child_seed(options.seed, 1000 + index))]
-            specs.append((f"hop-{index}", hop_args))
-        for index, (path, count) in enumerate(value_files):
-            client_args = ["clients", *common, "--k", str(options.k), "--eps0", repr(options.eps0)]
-            client_args += ["--values", str(path), "--count", str(count)]
-            client_args += ["--name", f"clients-{index}"]
-            if options.seed is not None:
-                client_args += ["--seed", str(_child_seed(options.seed, index))]
-            specs.append((f"clients-{index}", client_args))
+class PipelineSession:
+    """A broker (the embedded one unless ``options.broker`` is given) and a key directory for
+    ``options.hops`` hops, kept for several rounds; each :meth:`run_round` launches the
+    analyzer, the hops and the client processes for one round and stops them when it ends.
 
-        stage_names = [name for name, _ in specs]
-        monitor_id = f"sdp-simulate-{secrets.token_hex(4)}"
-        async with (
-            MqttTransport(url, client_id=monitor_id) as monitor,
-            Inbox(monitor, name="simulate-inbox") as inbox,
-        ):
-            if True:
+    ``async with PipelineSession(options) as session: await session.run_round(values, ...)``.
+    Leaving the block stops the broker it started and removes the temporary directory, also on
+    an error or cancellation. ``options.n`` is not used here: a round's n is ``len(values)``.
+    """
+
+    def __init__(self, options: SimulationOptions) -> None:
+        self.options = options
+        self.prefix = f"shuffledp/sim-{secrets.token_hex(6)}"
+        self._workdir: Path | None = None
+        self._broker_child: _Child | None = None
+        self._url: str | None = None
+        self._broker_label = ""
+        self._keys: Path | None = None
+
+    @property
+    def broker_url(self) -> str:
+        if self._url is None:
+            raise RuntimeError("PipelineSession is not running (use `async with`)")
+        return self._url
+
+    async def __aenter__(self) -> PipelineSession:
+        self._workdir = Path(tempfile.mkdtemp(prefix="shuffledp-sim-"))
+        try:
+            self._keys = self._workdir / "keys"
+            init_key_directory(self._keys, hops=self.options.hops)
+            if self.options.broker is None:
+                self._broker_child, self._url = await _start_embedded_broker(self._workdir)
+                self._broker_label = f"embedded amqtt at {self._url}"
+            else:
+                self._url = self.options.broker
+                self._broker_label = self._url
+        except BaseException:
+            await self.__aexit__(None, None, None)
+            raise
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        if self._broker_child is not None:
+            await _wait_or_kill(self._broker_child, 0.0)
+            self._broker_child = None
+        if self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+            self._workdir = None
+        self._url = None
+
+    async def run_round(
+        self,
+        values: npt.ArrayLike,
+        *,
+        round_id: int,
+        dataset_label: str,
+        on_progress: ProgressCallback | None = None,
+        started: float | None = None,
+    ) -> dict[str, Any]:
+        """One round over ``values`` (true values in [0, k), one per simulated client): the
+        report (DESIGN.md "Report") with the simulation's additions. SimulationError if a
+        component fails, the round is refused, or it does not complete within the timeout."""
+        options = self.options
+        started = time.monotonic() if started is None else started
+        if self._workdir is None or self._keys is None or self._url is None:
+            raise RuntimeError("PipelineSession is not running (use `async with`)")
+        require_int("round_id", round_id, 0)
+        true_values = np.asarray(values)
+        if true_values.ndim != 1 or not np.issubdtype(true_values.dtype, np.integer):
+            raise InvalidParameterError("values must be a 1-d array of integers")
+        n = int(true_values.size)
+        if n < 2:
+            raise InvalidParameterError(f"a round needs at least 2 reports, got {n}")
+        if true_values.min() < 0 or true_values.max() >= options.k:
+            raise InvalidParameterError(f"values must lie in [0, k) = [0, {options.k})")
+        workdir = self._workdir / f"round-{round_id}"
+        workdir.mkdir(exist_ok=False)
+        children: list[_Child] = []
+        prefix, url, keys = self.prefix, self._url, self._keys
+        try:
+            truth = np.bincount(true_values, minlength=options.k)
+            processes = min(options.client_processes, n)
+            value_files = []
+            for index, part in enumerate(np.array_split(true_values, processes)):
+                path = workdir / f"values-{index}.txt"
+                path.write_text("".join(f"{int(v)}\n" for v in part), encoding="utf-8")
+                value_files.append((path, int(part.size)))
+
+            deadline_seconds = options.deadline_for(n)
+            common = ["--broker", url, "--keys", str(keys), "--prefix", prefix]
+            common += ["--round", str(round_id)]
+            deadline = str(deadline_seconds)
+            min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
+            if n < min_batch:
+                raise RoundRefusedError(
+                    f"round {round_id}: {n} reports is below the minimum batch size {min_batch}; "
+                    "the round is refused (nothing was sent or published)"
+                )
+            analyzer_args = ["analyzer", *common, "--k", str(options.k)]
+            analyzer_args += ["--eps0", repr(options.eps0)]
+            analyzer_args += ["--expected", str(n), "--deadline", deadline]
+            if options.eps is not None:
+                analyzer_args += ["--eps", repr(options.eps)]
+            else:
+                analyzer_args += ["--delta", repr(options.target_delta)]
+            specs: list[tuple[str, list[str]]] = [("analyzer", analyzer_args)]
+            for index in range(options.hops):
+                hop_args = ["hop", *common, "--index", str(index), "--expected", str(n)]
+                hop_args += ["--min-batch", str(min_batch), "--deadline", deadline]
+                if options.seed is not None:
+                    hop_args += ["--seed", str(_child_seed(options.seed, round_id, 1000 + index))]
+                specs.append((f"hop-{index}", hop_args))
+            for index, (path, count) in enumerate(value_files):
+                client_args = ["clients", *common, "--k", str(options.k)]
+                client_args += ["--eps0", repr(options.eps0)]
+                client_args += ["--values", str(path), "--count", str(count)]
+                client_args += ["--name", f"clients-{index}"]
+                if options.seed is not None:
+                    client_args += ["--seed", str(_child_seed(options.seed, round_id, index))]
+                specs.append((f"clients-{index}", client_args))
+
+            stage_names = [name for name, _ in specs]
+            monitor_id = f"sdp-simulate-{secrets.token_hex(4)}"
+            timeout = options.timeout_for(n)
+            async with (
+                MqttTransport(url, client_id=monitor_id) as monitor,
+                Inbox(monitor, name="simulate-inbox") as inbox,
+            ):
                 await monitor.subscribe(progress_topic(prefix, round_id, "+"))
                 await monitor.subscribe(status_topic(prefix, round_id, "+"))
                 await monitor.subscribe(report_topic(prefix, round_id))
                 launched = time.monotonic()
                 for name, args in specs:
                     children.append(await _spawn(name, args, workdir))
-                report, seen = await _watch(inbox, children, prefix, round_id, options, on_progress)
+                report, seen = await _watch(inbox, children, prefix, round_id, timeout, on_progress)
                 finished = time.monotonic()
                 # The round is over: clear what it retained on the broker.
                 for stage in stage_names:
                     await clear_state(monitor, prefix, round_id, stage)
                 await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
-        for child in children:
-            await _wait_or_kill(child, GRACE_SECONDS)
+            for child in children:
+                await _wait_or_kill(child, GRACE_SECONDS)
 
-        if "error" in report:
-            raise SimulationError(f"the round was refused: {report['error']}")
-        final = build_report(
-            round_id=round_id,
-            k=options.k,
-            eps0=options.eps0,
-            histogram=report["histogram"],
-            n_expected=options.n,
-            rejected=report["rejected"],
-            target_delta=options.target_delta,
-            eps=options.eps,
-            true_histogram=truth,
-            baseline_rng=None if options.seed is None else _child_seed(options.seed, 999),
-            randomness_name=(
-                "os-csprng"
-                if options.seed is None
-                else f"seeded-pcg64 from --seed {options.seed} (reproducible simulation; "
-                "not a privacy guarantee)"
-            ),
-        )
-        for key in ("stages", "warning"):
-            if key in report:
-                final[key] = report[key]
-        client_seconds = [
-            float(state.get("seconds", 0.0))
-            for name, state in seen.states.items()
-            if name.startswith("clients-")
-        ]
-        final["timings"] = {
-            "total_seconds": round(time.monotonic() - started, 3),
-            "setup_seconds": round(launched - started, 3),
-            "round_seconds": round(finished - launched, 3),
-            "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
-            **report.get("timings", {}),
-        }
-        final["simulation"] = {
-            "broker": broker_label,
-            "n_hops": options.hops,
-            "client_processes": options.client_processes,
-            "dataset": "synthetic: N(0, 2) (variance 2) in k equal bins over +-3 sd",
-            "seed": options.seed,
-            "topic_prefix": prefix,
-            "deadline_seconds": options.effective_deadline,
-            "min_batch": min_batch,
-        }
-        return final
-    finally:
-        for child in children:
-            await _wait_or_kill(child, 0.0)
-        if broker_child is not None:
-            await _wait_or_kill(broker_child, 0.0)
-        shutil.rmtree(workdir, ignore_errors=True)
+            if "error" in report:
+                raise RoundRefusedError(f"the round was refused: {report['error']}")
+            final = build_report(
+                round_id=round_id,
+                k=options.k,
+                eps0=options.eps0,
+                histogram=report["histogram"],
+                n_expected=n,
+                rejected=report["rejected"],
+                target_delta=options.target_delta,
+                eps=options.eps,
+                true_histogram=truth,
+                baseline_rng=(
+                    None if options.seed is None else _child_seed(options.seed, round_id, 999)
+                ),
+                randomness_name=(
+                    "os-csprng"
+                    if options.seed is None
+                    else f"seeded-pcg64 from --seed {options.seed} (reproducible simulation; "
+                    "not a privacy guarantee)"
+                ),
+            )
+            for key in ("stages", "warning"):
+                if key in report:
+                    final[key] = report[key]
+            client_seconds = [
+                float(state.get("seconds", 0.0))
+                for name, state in seen.states.items()
+                if name.startswith("clients-")
+            ]
+            final["timings"] = {
+                "total_seconds": round(time.monotonic() - started, 3),
+                "setup_seconds": round(launched - started, 3),
+                "round_seconds": round(finished - launched, 3),
+                "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
+                **report.get("timings", {}),
+            }
+            final["simulation"] = {
+                "broker": self._broker_label,
+                "n_hops": options.hops,
+                "client_processes": processes,
+                "dataset": dataset_label,
+                "seed": options.seed,
+                "topic_prefix": prefix,
+                "deadline_seconds": deadline_seconds,
+                "min_batch": min_batch,
+            }
+            return final
+        finally:
+            for child in children:
+                await _wait_or_kill(child, 0.0)
+            shutil.rmtree(workdir, ignore_errors=True)
 
 
 async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
@@ -338,13 +442,13 @@ async def _watch(
     children: list[_Child],
     prefix: str,
     round_id: int,
-    options: SimulationOptions,
+    timeout: float,
     on_progress: ProgressCallback | None,
 ) -> tuple[dict[str, Any], _Progress]:
     """Follow progress until the report arrives; SimulationError if a child fails first."""
     seen = _Progress()
     report_at = report_topic(prefix, round_id)
-    stop_at = time.monotonic() + options.effective_timeout
+    stop_at = time.monotonic() + timeout
     while True:
         for child in children:
             code = child.process.returncode
@@ -352,7 +456,7 @@ async def _watch(
                 raise SimulationError(f"{child.name} exited with code {code}:\n{child.log_tail()}")
         if time.monotonic() > stop_at:
             raise SimulationError(
-                f"the round did not complete within {options.effective_timeout:.0f} s; last "
+                f"the round did not complete within {timeout:.0f} s; last "
                 f"progress: {json.dumps(seen.counts)}"
             )
         message = await inbox.get(0.25)
