@@ -168,7 +168,11 @@ class Inbox:
                 if timeout is None:
                     item = await self._queue.get()
                 else:
-                    item = await asyncio.wait_for(self._queue.get(), max(timeout, 0.0))
+                    # asyncio.timeout, not wait_for: Python 3.11's wait_for returns the result
+                    # and drops a cancellation that arrives in the same step (a Ctrl-C was lost
+                    # while messages streamed in); asyncio.timeout re-raises it.
+                    async with asyncio.timeout(max(timeout, 0.0)):
+                        item = await self._queue.get()
             except TimeoutError:
                 return None
         if isinstance(item, BaseException):

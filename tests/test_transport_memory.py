@@ -315,6 +315,33 @@ async def test_inbox_get_times_out_with_none_and_keeps_working() -> None:
 
 
 @pytest.mark.asyncio
+async def test_inbox_get_never_swallows_a_cancellation() -> None:
+    """A reader cancelled (e.g. by Ctrl-C) in the same loop step in which a message arrives must
+    still be cancelled. Python 3.11's asyncio.wait_for returned the message and dropped the
+    cancellation then; `shuffledp simulate` kept running after Ctrl-C while progress messages
+    streamed in. Tried in every order of arrival and cancellation, many times."""
+    broker = MemoryBroker()
+    sender, receiver = broker.connect(), broker.connect()
+    await receiver.subscribe("in/#")
+    async with Inbox(receiver) as inbox:
+        for attempt in range(200):
+            waiter = asyncio.create_task(inbox.get(5.0))
+            await asyncio.sleep(0)  # the get is now waiting on the queue
+            if attempt % 2:
+                waiter.cancel()
+                await sender.publish("in/x", b"x")
+            else:
+                await sender.publish("in/x", b"x")
+                waiter.cancel()
+            for _ in range(attempt % 4):  # let the pump run 0..3 steps before the check
+                await asyncio.sleep(0)
+            with pytest.raises(asyncio.CancelledError):
+                await waiter
+            while await inbox.get(0) is not None:  # the message stays for the next reader
+                pass
+
+
+@pytest.mark.asyncio
 async def test_inbox_loses_no_message_across_many_timeouts() -> None:
     """Messages published at irregular times while the reader polls with very short timeouts
     (every timed-out get cancels a pending queue read): all arrive, once, in order."""
