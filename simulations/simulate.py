@@ -47,7 +47,8 @@ from shuffledp.protocol.record import MAX_K
 from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
 from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
 from shuffledp.randomness import default_source
-from shuffledp.simulations.datasets import synthetic_values
+from shuffledp.simulations.datasets import check_dataset_sizes, resolve_dataset
+from shuffledp.simulations.regions import Region
 
 __all__ = [
     "PipelineSession",
@@ -71,13 +72,22 @@ class RoundRefusedError(SimulationError):
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class SimulationOptions:
-    """What `shuffledp simulate` runs (validated on construction)."""
+    """What `shuffledp simulate` runs (validated on construction).
 
-    n: int = 10_000
+    ``dataset`` is a spec of :func:`shuffledp.simulations.datasets.resolve_dataset`
+    (``synthetic``, ``uniform``, ``zipf:1.1``, ``histogram:3,0,5``, ``gowalla:PATH``, ...);
+    ``region`` is required by ``gowalla:PATH`` and refused by the others. ``n`` None means the
+    dataset's own size (every user of a check-in file, a histogram's sum; 10,000 for the
+    generators). ``k`` must agree with the dataset when it fixes k (a region's cells, a
+    histogram's counts): a conflict is an error, never a silent choice.
+    """
+
+    n: int | None = 10_000
     k: int = 15
     eps0: float = 4.0
     hops: int = 3
     dataset: str = "synthetic"
+    region: Region | None = None
     broker: str | None = None
     seed: int | None = None
     client_processes: int = 2
@@ -89,21 +99,20 @@ class SimulationOptions:
     round_id: int = 1
 
     def __post_init__(self) -> None:
-        require_int("n", self.n, 2)
+        if self.n is not None:
+            require_int("n", self.n, 2)
         require_int("k", self.k, 2, MAX_K)
         require_positive("eps0", self.eps0)
         require_int("hops", self.hops, 1, 64)
-        if self.dataset != "synthetic":
-            raise InvalidParameterError(
-                f"dataset must be 'synthetic' (real check-ins, gowalla:PATH, are not supported "
-                f"yet), got {self.dataset!r}"
-            )
+        if self.region is not None and not isinstance(self.region, Region):
+            raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
+        check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
         if self.broker is not None:
             parse_broker_url(self.broker)
         if self.seed is not None:
             require_int("seed", self.seed, 0)
         require_int("client_processes", self.client_processes, 1, 64)
-        if self.client_processes > self.n:
+        if self.n is not None and self.client_processes > self.n:
             raise InvalidParameterError(
                 f"client_processes must be <= n = {self.n}, got {self.client_processes}"
             )
@@ -111,7 +120,10 @@ class SimulationOptions:
         if self.eps is not None:
             require_eps(self.eps)
         if self.min_batch is not None:
-            require_int("min_batch", self.min_batch, 1, self.n, bound="[1, n]")
+            if self.n is None:
+                require_int("min_batch", self.min_batch, 1)
+            else:
+                require_int("min_batch", self.min_batch, 1, self.n, bound="[1, n]")
         if self.deadline is not None:
             require_positive("deadline", self.deadline)
         if self.timeout is not None:
@@ -120,12 +132,20 @@ class SimulationOptions:
     @property
     def effective_deadline(self) -> float:
         """Seconds a hop waits for its batch in a round of ``n`` reports."""
-        return self.deadline_for(self.n)
+        return self.deadline_for(self._known_n())
 
     @property
     def effective_timeout(self) -> float:
         """Seconds a round of ``n`` reports may take before it is stopped."""
-        return self.timeout_for(self.n)
+        return self.timeout_for(self._known_n())
+
+    def _known_n(self) -> int:
+        if self.n is None:
+            raise InvalidParameterError(
+                "n is the dataset's size here (n = None): use deadline_for(len(values)) and "
+                "timeout_for(len(values))"
+            )
+        return self.n
 
     def deadline_for(self, n: int) -> float:
         """Seconds a hop waits for a batch of n: given, or generous for n (60 s + 2 ms/client)."""
@@ -175,17 +195,33 @@ async def run_simulation(
 ) -> dict[str, Any]:
     """Run one full round (module docstring) and return the report (DESIGN.md "Report") with
     ``true_histogram``, ``tv_distance``, ``timings`` and ``simulation``. Raises SimulationError
-    if a component fails or the round does not complete within the timeout."""
+    if a component fails or the round does not complete within the timeout, and
+    InvalidParameterError if the dataset cannot give the round (a check-in file with fewer
+    users than ``n``, none in the region, an unreadable file).
+
+    The dataset is resolved first (before any process starts) with the run's randomness (the
+    OS CSPRNG, or ``seed``): ``simulation.dataset`` is its one-line label and
+    ``simulation.dataset_details`` its facts (for check-ins: region, rows read, rejections by
+    reason, rows outside the region, users, the one-report-per-user rule).
+    """
     started = time.monotonic()
-    values = synthetic_values(options.n, options.k, default_source(options.seed))
+    dataset = resolve_dataset(
+        options.dataset,
+        n=options.n,
+        k=options.k,
+        region=options.region,
+        rng=default_source(options.seed),
+    )
     async with PipelineSession(options) as session:
-        return await session.run_round(
-            values,
+        report = await session.run_round(
+            dataset.values,
             round_id=options.round_id,
-            dataset_label="synthetic: N(0, 2) (variance 2) in k equal bins over +-3 sd",
+            dataset_label=dataset.label,
             on_progress=on_progress,
             started=started,
         )
+    report["simulation"]["dataset_details"] = dataset.details
+    return report
 
 
 class PipelineSession:
@@ -342,8 +378,12 @@ class PipelineSession:
                 target_delta=options.target_delta,
                 eps=options.eps,
                 true_histogram=truth,
+                # A Generator: the 63-bit child seed is outside diffprivlib's int seed range
+                # [0, 2^32), which made every seeded run fail.
                 baseline_rng=(
-                    None if options.seed is None else _child_seed(options.seed, round_id, 999)
+                    None
+                    if options.seed is None
+                    else np.random.default_rng(_child_seed(options.seed, round_id, 999))
                 ),
                 randomness_name=(
                     "os-csprng"

@@ -13,6 +13,11 @@ if TYPE_CHECKING:
 
 __all__ = ["add_parser", "format_report"]
 
+_RULE_HELP = (
+    "With gowalla, each user reports once: the cell of their most recent check-in inside the "
+    "region (in a lat,lon file, without users, each row is one user)."
+)
+
 
 def add_parser(subparsers: Any) -> None:
     p = subparsers.add_parser(
@@ -23,11 +28,47 @@ def add_parser(subparsers: Any) -> None:
         "print the report: true vs estimated histogram, TV distance per estimator and for the "
         "central Gaussian baseline, the guarantee and timings.",
     )
-    p.add_argument("--n", type=int, default=10_000, help="simulated clients (default 10000)")
-    p.add_argument("--k", type=int, default=15, help="number of values (default 15)")
+    p.add_argument(
+        "--n",
+        type=int,
+        help="simulated clients (default: 10000 for the generators, every user of a gowalla "
+        "file, the sum of a histogram; a smaller n with gowalla: a uniformly random subset of "
+        "the users)",
+    )
+    p.add_argument(
+        "--k",
+        type=int,
+        help="number of values (default: 15 for the generators, the region's cells for "
+        "gowalla, the number of entries of histogram/probabilities; a different --k is an error)",
+    )
     p.add_argument("--eps0", type=float, default=4.0, help="local k-RR epsilon (default 4)")
     p.add_argument("--hops", type=int, default=3, help="shuffler hops (default 3)")
-    p.add_argument("--dataset", default="synthetic", help="synthetic (default): N(0, 2) in k bins")
+    p.add_argument(
+        "--dataset",
+        default="synthetic",
+        metavar="SPEC",
+        help="synthetic or normal (default: N(0, 2), variance 2, in k bins over +-3 sd), "
+        "uniform, zipf or zipf:S (P(j) proportional to 1/(j+1)^S, default S 1.1), "
+        "histogram:C0,C1,... (exactly these counts, randomly ordered), probabilities:P0,P1,... "
+        "(n draws), gowalla:PATH (check-ins: SNAP user<TAB>time<TAB>lat<TAB>lon<TAB>location "
+        "or lat,lon CSV, plain or .gz, - for stdin; needs --region or --box/--grid). "
+        f"{_RULE_HELP}",
+    )
+    p.add_argument(
+        "--region",
+        help="gowalla region: sf (24 x 17 cells) or paris (16 x 12), or the name of a --box",
+    )
+    p.add_argument(
+        "--box",
+        metavar="LAT_MIN,LAT_MAX,LON_MIN,LON_MAX",
+        help="a custom region (bounds inclusive; needs --grid)",
+    )
+    p.add_argument(
+        "--grid",
+        metavar="COLUMNSxROWS",
+        help="cells of the region: longitude steps x latitude steps, e.g. 24x17 (cell = row * "
+        "columns + column, row 0 in the south, column 0 in the west)",
+    )
     p.add_argument(
         "--broker",
         help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
@@ -48,14 +89,23 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shuffledp.simulations.datasets import DEFAULT_K, parse_dataset_spec
+    from shuffledp.simulations.regions import region_from_options
     from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
 
+    region = None
+    if args.region is not None or args.box is not None or args.grid is not None:
+        region = region_from_options(args.region, args.box, args.grid)
+    k = args.k
+    if k is None:
+        k = parse_dataset_spec(args.dataset).fixed_k(region) or DEFAULT_K
     options = SimulationOptions(
         n=args.n,
-        k=args.k,
+        k=k,
         eps0=args.eps0,
         hops=args.hops,
         dataset=args.dataset,
+        region=region,
         broker=args.broker,
         seed=args.seed,
         client_processes=args.client_processes,
@@ -145,6 +195,7 @@ def format_report(report: dict[str, Any]) -> str:
         f"received; k = {report['k']}, eps0 = {report['eps0']:g}, {sim.get('n_hops', '?')} hops, "
         f"broker: {sim.get('broker', '?')}"
     )
+    lines.extend(_dataset_lines(sim))
     truth = report.get("true_histogram")
     noisy = report["histogram"]
     inv = report["estimate"]["counts"] or [0.0] * len(noisy)
@@ -194,6 +245,29 @@ def format_report(report: dict[str, Any]) -> str:
     if report.get("warning"):
         lines.append(f"warning: {report['warning']}")
     return "\n".join(lines)
+
+
+def _dataset_lines(sim: dict[str, Any]) -> list[str]:
+    """What the report says about the data: its label, and for check-ins the region, the rows
+    read, rejections, rows outside the region, users and the one-report-per-user rule."""
+    lines = [f"dataset: {sim['dataset']}"] if sim.get("dataset") else []
+    details = sim.get("dataset_details") or {}
+    if details.get("kind") == "gowalla":
+        lines.append(f"  region: {details['region']}")
+        lines.append(
+            f"  file ({details['format']}): {details['load_summary']}; "
+            f"{details['inside_region']:,} inside the region, {details['outside_region']:,} "
+            "outside"
+        )
+        if "first_time" in details:
+            lines.append(
+                f"  check-ins inside from {details['first_time']} to {details['last_time']}"
+            )
+        lines.append(
+            f"  {details['users']:,} {details['users_are']}; reporting: {details['selection']}"
+        )
+        lines.append(f"  rule: {details['rule']}")
+    return lines
 
 
 def _num(value: Any) -> str:
