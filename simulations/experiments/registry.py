@@ -1,0 +1,50 @@
+"""The experiments of ``shuffledp experiment NAME``: name -> "module:function".
+
+Each target is ``run(context: ExperimentContext) -> ExperimentOutput`` (see :mod:`.base`),
+imported only when its experiment runs (matplotlib and the accountant load lazily).
+``all`` runs every one in this order.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+
+from .base import ExperimentContext, ExperimentOutput
+
+__all__ = ["EXPERIMENTS", "load_experiment"]
+
+_PACKAGE = "shuffledp.simulations.experiments"
+
+#: name -> (target, one-line description)
+EXPERIMENTS: dict[str, tuple[str, str]] = {
+    "bounds-table": (
+        f"{_PACKAGE}.bounds_table:run",
+        "Table II grid (eps0 = 0.49, n = 100, 1000): every bound side by side",
+    ),
+    "delta-table": (
+        f"{_PACKAGE}.delta_table:run",
+        "Table IV grid (n_x0 = 80) and the delta(eps, eps0) surface of Fig. 1",
+    ),
+    "synthetic-utility": (
+        f"{_PACKAGE}.synthetic_utility:run",
+        "Fig. 2: TV distance vs n, central Gaussian vs shuffle estimators, over runs",
+    ),
+    "gowalla-sf": (
+        f"{_PACKAGE}.gowalla_utility:run_sf",
+        "Figs. 4-7, Tables V-VI on San Francisco check-ins: heat maps, TV vs n and eps",
+    ),
+    "gowalla-paris": (
+        f"{_PACKAGE}.gowalla_utility:run_paris",
+        "Figs. 4-7, Tables V-VI on Paris check-ins: heat maps, TV vs n and eps",
+    ),
+}
+
+
+def load_experiment(name: str) -> Callable[[ExperimentContext], ExperimentOutput]:
+    """The run function of experiment ``name`` (KeyError if there is none)."""
+    target, _ = EXPERIMENTS[name]
+    module_name, _, function = target.partition(":")
+    module = importlib.import_module(module_name)
+    run: Callable[[ExperimentContext], ExperimentOutput] = getattr(module, function)
+    return run
