@@ -31,6 +31,8 @@ from shuffledp.protocol.transport import Message
 __all__ = ["MqttConnectionError", "MqttTransport", "parse_broker_url"]
 
 QOS = 1
+#: Seconds a connection left on an error or cancellation waits for the broker's goodbye.
+ABORT_DISCONNECT_SECONDS = 2.0
 DEFAULT_PORT = 1883
 
 # aiomqtt logs a warning for every publish once more than 10 are pending; with a bounded number
@@ -195,8 +197,15 @@ class MqttTransport:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        with contextlib.suppress(aiomqtt.MqttError):  # already disconnected: nothing to release
-            await self._client.__aexit__(exc_type, exc, traceback)
+        if exc_type is None:
+            with contextlib.suppress(aiomqtt.MqttError):  # already disconnected: nothing to do
+                await self._client.__aexit__(exc_type, exc, traceback)
+            return
+        # Leaving on an error or a cancellation (Ctrl-C): a polite DISCONNECT gets a short
+        # while, not aiomqtt's 10 s, so that shutting down is never held up by a slow broker.
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
+                await self._client.__aexit__(exc_type, exc, traceback)
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         try:

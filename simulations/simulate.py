@@ -356,9 +356,17 @@ class PipelineSession:
                 await monitor.subscribe(status_topic(prefix, round_id, "+"))
                 await monitor.subscribe(report_topic(prefix, round_id))
                 launched = time.monotonic()
-                for name, args in specs:
-                    children.append(await _spawn(name, args, workdir))
-                report, seen = await _watch(inbox, children, prefix, round_id, timeout, on_progress)
+                try:
+                    for name, args in specs:
+                        children.append(await _spawn(name, args, workdir))
+                    report, seen = await _watch(
+                        inbox, children, prefix, round_id, timeout, on_progress
+                    )
+                except BaseException:
+                    # Ctrl-C or a failure: stop the children first, before the monitor's
+                    # goodbye to a broker that may be slow to answer.
+                    await _stop_all(children, 0.0)
+                    raise
                 finished = time.monotonic()
                 # The round is over: clear what it retained on the broker.
                 for stage in stage_names:

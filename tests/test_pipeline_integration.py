@@ -281,6 +281,8 @@ def test_ctrl_c_stops_simulate_and_everything_it_started() -> None:
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        # If it hangs, SIGABRT below makes it print every thread's stack (the failure's cause).
+        env={**os.environ, "PYTHONFAULTHANDLER": "1"},
     )
     try:
         launcher = psutil.Process(process.pid)
@@ -293,7 +295,12 @@ def test_ctrl_c_stops_simulate_and_everything_it_started() -> None:
         assert len(descendants) >= 1 + 1 + H + 2, descendants
         time.sleep(1.0)
         process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
+        try:
+            _, stderr = process.communicate(timeout=30)
+        except subprocess.TimeoutExpired:
+            process.send_signal(signal.SIGABRT)
+            _, stacks = process.communicate(timeout=30)
+            pytest.fail(f"simulate did not stop within 30 s of Ctrl-C; its stacks:\n{stacks}")
     finally:
         if process.poll() is None:
             process.kill()
