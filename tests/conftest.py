@@ -1,16 +1,20 @@
-"""Shared fixtures: MQTT brokers on 127.0.0.1 for the integration tests.
+"""Shared fixtures: MQTT brokers on 127.0.0.1 for the integration tests, and the real data.
 
 - `embedded_broker_url`: an EmbeddedBroker (amqtt) on a free port, running in the test's own
   event loop (so only `@pytest.mark.asyncio` tests can use it).
 - `mosquitto_url`: $SHUFFLEDP_MOSQUITTO_URL if set, else a Mosquitto child process on a free port
   with the project's configuration. Without mosquitto installed the test is skipped, except in CI
   (env CI set), where it fails: CI must never skip the broker tests silently.
+- tests marked `shared_data` read the real Gowalla slices in ../shared/data: skipped where the
+  folder is absent, a failure in CI.
 """
 
 from __future__ import annotations
 
 import os
+import signal
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -21,6 +25,30 @@ from shuffledp.simulations.broker import (
     find_mosquitto,
     parse_broker_url,
 )
+
+#: The real Gowalla slices (the workplace's ../shared/data; CI has them there).
+SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    """Tests marked ``shared_data`` read the real check-in slices: skipped where they are absent
+    (a clone outside the workplace), except in CI (env CI set), where that is a failure."""
+    if item.get_closest_marker("shared_data") is not None and not SHARED_DATA.is_dir():
+        message = f"the real check-in slices are not at {SHARED_DATA}"
+        if os.environ.get("CI"):
+            pytest.fail(f"{message} (CI must have them)")
+        pytest.skip(message)
+
+
+def default_sigint() -> None:
+    """``preexec_fn`` for a child that a test interrupts with SIGINT (a Ctrl-C).
+
+    A process started in the background by a non-interactive shell (``cmd &`` in a script, as CI
+    runners and nohup do) inherits SIGINT *ignored*, and Python then leaves it ignored, so the
+    child would never see the test's Ctrl-C (the Ctrl-C tests failed exactly that way in a
+    backgrounded CI run). The child gets the default disposition back, as in a terminal.
+    """
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def require_mosquitto() -> None:

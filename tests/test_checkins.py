@@ -70,6 +70,7 @@ def top_share_percent(arrays: CheckInArrays) -> float:
 # --- known answers on the shared data ---------------------------------------------------------
 
 
+@pytest.mark.shared_data
 def test_paris_snap_slice_known_answers() -> None:
     reader = CheckInReader(PARIS_SNAP)
     arrays = load_checkin_arrays(reader, PARIS)
@@ -89,6 +90,7 @@ def test_paris_snap_slice_known_answers() -> None:
     assert top_share_percent(arrays) == 4.8
 
 
+@pytest.mark.shared_data
 def test_sf_latlon_known_answers() -> None:
     reader = CheckInReader(SF_LATLON)
     arrays = load_checkin_arrays(reader, SF)
@@ -105,6 +107,7 @@ def test_sf_latlon_known_answers() -> None:
     assert np.array_equal(arrays.most_recent_cells(), arrays.cell)
 
 
+@pytest.mark.shared_data
 def test_paris_latlon_rows() -> None:
     rows, reader = read_all(PARIS_LATLON)
     assert len(rows) == 10_991 and reader.stats.rows == 10_991
@@ -125,6 +128,7 @@ def _independent_most_recent(path: Path, region: Region) -> dict[str, tuple[str,
     return latest
 
 
+@pytest.mark.shared_data
 def test_most_recent_cells_of_the_paris_slice_match_an_independent_computation() -> None:
     arrays = load_checkin_arrays(CheckInReader(PARIS_SNAP), PARIS)
     expected = _independent_most_recent(PARIS_SNAP, PARIS)
@@ -134,6 +138,7 @@ def test_most_recent_cells_of_the_paris_slice_match_an_independent_computation()
     assert by_name == {user: cell for user, (_, cell) in expected.items()}
 
 
+@pytest.mark.shared_data
 def test_gzip_stdin_and_streams_give_identical_arrays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -403,6 +408,7 @@ def _gzip_prefix(compressed: bytes) -> bytes:
     return zlib.decompressobj(wbits=31).decompress(compressed)
 
 
+@pytest.mark.shared_data
 @pytest.mark.parametrize("fraction", [0.1, 0.5, 0.93])
 def test_truncated_gzip_keeps_what_was_read_and_says_so(fraction: float, tmp_path: Path) -> None:
     data = PARIS_SNAP.read_bytes()

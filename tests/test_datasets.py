@@ -306,6 +306,7 @@ def test_resolve_generators_defaults_and_labels() -> None:
     assert uniform.k == DEFAULT_K and uniform.n == 20
 
 
+@pytest.mark.shared_data
 def test_resolve_gowalla_paris_slice() -> None:
     dataset = resolve_dataset(
         f"gowalla:{PARIS_SNAP}", n=None, k=None, region=PARIS, rng=SeededRandom(1)
@@ -327,6 +328,7 @@ def test_resolve_gowalla_paris_slice() -> None:
     assert "paris" in details["region"] and "192 cells" in details["region"]
 
 
+@pytest.mark.shared_data
 def test_resolve_gowalla_subset_is_a_sub_multiset_and_seeded() -> None:
     spec = f"gowalla:{PARIS_SNAP}"
     full = resolve_dataset(spec, n=None, k=None, region=PARIS)

@@ -30,6 +30,7 @@ from shuffledp.simulations.experiments.runner import (
     LocalRepeater,
     repetition_seed,
 )
+from tests.conftest import default_sigint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -276,6 +277,7 @@ def test_ctrl_c_stops_the_experiment_and_its_worker_processes(tmp_path: Path) ->
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
+        preexec_fn=default_sigint,  # a backgrounded run inherits SIGINT ignored
     )
     try:
         main_process = psutil.Process(process.pid)

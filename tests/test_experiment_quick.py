@@ -36,7 +36,13 @@ def _listed_files(out: str) -> list[Path]:
     ]
 
 
-@pytest.mark.parametrize("name", list(registry.EXPERIMENTS))
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param(name, marks=pytest.mark.shared_data) if name.startswith("gowalla") else name
+        for name in registry.EXPERIMENTS
+    ],
+)
 def test_quick_experiment_writes_csv_png_and_summary(
     name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

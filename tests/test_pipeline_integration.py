@@ -44,6 +44,7 @@ from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.topics import analyzer_topic
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.datasets import synthetic_values
+from tests.conftest import default_sigint
 from tests.stats import tv_bound
 
 pytestmark = pytest.mark.integration
@@ -283,6 +284,7 @@ def test_ctrl_c_stops_simulate_and_everything_it_started() -> None:
         text=True,
         # If it hangs, SIGABRT below makes it print every thread's stack (the failure's cause).
         env={**os.environ, "PYTHONFAULTHANDLER": "1"},
+        preexec_fn=default_sigint,
     )
     try:
         launcher = psutil.Process(process.pid)

@@ -47,6 +47,7 @@ def _simulate_json(*args: str) -> dict[str, Any]:
     return report
 
 
+@pytest.mark.shared_data
 @pytest.mark.integration
 def test_simulate_gowalla_paris() -> None:
     report = _simulate_json("--dataset", f"gowalla:{PARIS_SNAP}", "--region", "paris")
@@ -91,9 +92,10 @@ def test_simulate_histogram_spec_is_exact() -> None:
     [
         ([f"--dataset=gowalla:{PARIS_SNAP}"], "gowalla:PATH needs a region"),
         ([f"--dataset=gowalla:{PARIS_SNAP}", "--region", "paris", "--k", "15"], "k = 15 conflicts"),
-        (
+        pytest.param(
             [f"--dataset=gowalla:{PARIS_SNAP}", "--region", "paris", "--n", "2000"],
             "more than the 1,026 users",
+            marks=pytest.mark.shared_data,
         ),
         (
             ["--dataset=gowalla:/no/such/file.txt", "--region", "sf"],
