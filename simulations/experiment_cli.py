@@ -67,6 +67,13 @@ def add_parser(subparsers: Any) -> None:
         type=Path,
         help="folder where experiments on real check-ins look for their files",
     )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
+        "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
+        "the region; or lat,lon CSV: one per row)",
+    )
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     p.set_defaults(func=run)
 
@@ -95,6 +102,13 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
         raise _UsageError(f"--workers must be an integer >= 1, got {args.workers}")
     if args.seed is not None and args.seed < 0:
         raise _UsageError(f"--seed must be an integer >= 0, got {args.seed}")
+    if args.dataset is not None:
+        if not args.dataset.is_file():
+            raise _UsageError(f"--dataset must be an existing file, got {str(args.dataset)!r}")
+        if not all(name.startswith("gowalla") for name in selected):
+            raise _UsageError(
+                "--dataset applies to the gowalla-sf and gowalla-paris experiments only"
+            )
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise _UsageError(f"--data-dir must be an existing folder, got {str(args.data_dir)!r}")
     if args.out.exists() and not args.out.is_dir():
@@ -140,6 +154,7 @@ def run(args: argparse.Namespace) -> int:
                 repeat=repeater,
                 data_dir=args.data_dir,
                 quiet=args.quiet,
+                options={} if args.dataset is None else {"dataset": args.dataset},
             )
             try:
                 experiment = load_experiment(name)

@@ -65,6 +65,7 @@ def line_plot(
                     )
             ax.plot(xs, centre, marker="o", color=colour, label=label)
             ax.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)
+        ax.legend(fontsize="small")
         _finish(ax, xlabel=xlabel, ylabel=ylabel, title=title, logx=logx, logy=logy)
         fig.tight_layout()
         fig.savefig(path, dpi=DPI)
@@ -162,9 +163,16 @@ def heat_maps(
     vmin = min(float(np.nanmin(g)) for g in grids) if shared_scale else None
     vmax = max(float(np.nanmax(g)) for g in grids) if shared_scale else None
     count = len(grids)
+    # Cells drawn square (a map-like shape); constrained layout keeps labels and the shared
+    # colour bar from overlapping the neighbouring panel.
     aspect_ratio = rows / columns
+    panel_width = 3.6
     fig, axes = plt.subplots(
-        1, count, figsize=(4.2 * count + 1.0, 4.2 * aspect_ratio + 1.2), squeeze=False
+        1,
+        count,
+        figsize=(panel_width * count + 1.2, panel_width * aspect_ratio + 1.3),
+        squeeze=False,
+        layout="constrained",
     )
     try:
         image = None
@@ -173,7 +181,12 @@ def heat_maps(
                 grid,
                 origin="lower",
                 extent=extent,
-                aspect="auto",
+                # square cells in degrees of the extent would distort; square cells on paper
+                aspect=(
+                    "auto"
+                    if extent is None
+                    else ((extent[1] - extent[0]) / columns) / ((extent[3] - extent[2]) / rows)
+                ),
                 cmap="viridis",
                 vmin=vmin,
                 vmax=vmax,
@@ -182,7 +195,10 @@ def heat_maps(
             ax.set_title(caption, fontsize="medium")
             if extent is not None:
                 ax.set_xlabel("longitude")
-                ax.set_ylabel("latitude")
+                if ax is axes[0][0]:  # one y label: the panels share the latitude axis
+                    ax.set_ylabel("latitude")
+                else:
+                    ax.tick_params(labelleft=False)
             if not shared_scale:
                 fig.colorbar(image, ax=ax, label=colorbar_label)
         if shared_scale and image is not None:
