@@ -35,13 +35,13 @@ from .registry import BOUND_NAMES, make_bound, needs_nx0
 from .tight import Tight
 
 if TYPE_CHECKING:
-    from .composition import ComposedResult, compose
+    from .composition import ComposedResult, compose, compose_rounds
 
 
 def __getattr__(name: str) -> Any:
     # composition imports dp_accounting (about 0.9 s, mostly scipy.signal); only accounting over
     # rounds needs it, so hops, clients and the analyzer do not pay for it at start-up.
-    if name in ("ComposedResult", "compose"):
+    if name in ("ComposedResult", "compose", "compose_rounds"):
         from . import composition
 
         return getattr(composition, name)
@@ -74,6 +74,7 @@ __all__ = [
     "WangKRR",
     "calibrate_eps0",
     "compose",
+    "compose_rounds",
     "eps_for_delta",
     "hockey_stick",
     "hockey_stick_both",
