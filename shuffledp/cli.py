@@ -10,7 +10,7 @@ from shuffledp import __version__, components_cli, keys_cli
 from shuffledp.accountant import cli as account_cli
 from shuffledp.accountant.bounds import BoundUnavailableError, OutsideConditionsError
 from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.simulations import broker_cli, experiment_cli, simulate_cli, stream_cli
+from shuffledp.simulations import audit_cli, broker_cli, experiment_cli, simulate_cli, stream_cli
 
 
 class _OneLineParser(argparse.ArgumentParser):
@@ -34,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
     simulate_cli.add_parser(sub)
     experiment_cli.add_parser(sub)
     stream_cli.add_parser(sub)
+    audit_cli.add_parser(sub)
     return parser
 
 
