@@ -136,7 +136,9 @@ class MqttTransport:
     ``client_id`` must be unique among the broker's connected clients (MQTT disconnects the
     older one otherwise). ``max_in_flight`` bounds paho's unacknowledged QoS 1 messages.
     ``will_topic``: a topic whose retained message the broker deletes if this connection is lost
-    without a clean disconnect (a stage passes its status topic).
+    without a clean disconnect (a stage passes its status topic). ``username``/``password``: the
+    broker account (:mod:`shuffledp.access`; both or neither); a broker that refuses them makes
+    entering the block raise MqttConnectionError naming the user (never the password).
     """
 
     def __init__(
@@ -147,13 +149,22 @@ class MqttTransport:
         max_in_flight: int = 256,
         tls_context: ssl.SSLContext | None = None,
         will_topic: str | None = None,
+        username: str | None = None,
+        password: str | None = None,
     ) -> None:
         self.host, self.port = parse_broker_url(url)
         self.url = url
         if not isinstance(client_id, str) or not client_id:
             raise InvalidParameterError(f"client_id must be a non-empty string, got {client_id!r}")
         require_int("max_in_flight", max_in_flight, 1, 65535, bound="[1, 65535]")
+        if (username is None) != (password is None):
+            raise InvalidParameterError(
+                "username and password must be given together (both or neither), got "
+                f"username {'set' if username is not None else 'None'}, password "
+                f"{'set' if password is not None else 'None'}"
+            )
         self.client_id = client_id
+        self.username = username
         transport = self
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
@@ -175,6 +186,8 @@ class MqttTransport:
             keepalive=60,
             queue_type=_IncomingQueue,
             tls_context=tls_context,
+            username=username,
+            password=password,
             # If the process dies without disconnecting, the broker publishes this: an empty
             # retained payload, which deletes the stage's retained status (no stale "ready").
             will=None
@@ -186,8 +199,10 @@ class MqttTransport:
         try:
             await self._client.__aenter__()
         except aiomqtt.MqttError as exc:
+            who = "anonymously" if self.username is None else f"as user {self.username!r}"
             raise MqttConnectionError(
-                f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r}: {exc}"
+                f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} "
+                f"({who}): {exc}"
             ) from exc
         return self
 

@@ -7,7 +7,11 @@ key; clients read only the public directory).
 
 Exit codes: 0 done; 2 bad input (one line on stderr); 3 the round was refused (a hop held fewer
 than its minimum batch, or an upstream hop refused); 4 a stage did not become ready in time or
-the broker could not be reached; 130 interrupted.
+the broker could not be reached (or refused this component's account); 130 interrupted.
+
+Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
+``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
+(:mod:`shuffledp.access`); ``--no-auth`` connects anonymously, for an open broker.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shuffledp.access import load_password
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.keys import load_analyzer_key, load_hop_key, load_public_directory
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
@@ -51,6 +56,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--prefix", default=DEFAULT_PREFIX, help=f"topic prefix (default {DEFAULT_PREFIX!r})"
     )
     p.add_argument("--round", type=int, default=1, help="round id (default 1)")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="connect anonymously (an open broker); default: log in with this component's "
+        "account from KEYS/access/<identity>.password (`shuffledp keys init` writes them)",
+    )
     p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
 
 
@@ -167,6 +178,15 @@ def _client_id(stage: str) -> str:
     return f"sdp-{stage}-{secrets.token_hex(4)}"
 
 
+def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, str | None]:
+    """(username, password) of ``identity``'s broker account in the key directory, or
+    (None, None) with --no-auth. AccessError (one line, exit 2) if the password file is
+    missing."""
+    if args.no_auth:
+        return None, None
+    return identity, load_password(args.keys, identity)
+
+
 def _will(args: argparse.Namespace, stage: str) -> str:
     return status_topic(args.prefix, args.round, stage)
 
@@ -208,12 +228,15 @@ def _run_hop(args: argparse.Namespace) -> int:
         deadline=args.deadline,
     )
     rng = default_source(args.seed)
+    username, password = _credentials(args, settings.stage)
 
     async def main() -> int:
         async with MqttTransport(
             args.broker,
             client_id=_client_id(settings.stage),
             will_topic=_will(args, settings.stage),
+            username=username,
+            password=password,
         ) as t:
             result = await run_hop(t, settings, key, rng=rng)
         if result.refused:
@@ -241,9 +264,15 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         eps=args.eps,
     )
 
+    username, password = _credentials(args, "analyzer")
+
     async def main() -> int:
         async with MqttTransport(
-            args.broker, client_id=_client_id("analyzer"), will_topic=_will(args, "analyzer")
+            args.broker,
+            client_id=_client_id("analyzer"),
+            will_topic=_will(args, "analyzer"),
+            username=username,
+            password=password,
         ) as t:
             report = await run_analyzer(t, settings, key)
         text = json.dumps(report, allow_nan=False)
@@ -284,9 +313,15 @@ def _run_clients(args: argparse.Namespace) -> int:
         ready_timeout=args.ready_timeout,
     )
 
+    username, password = _credentials(args, args.name)
+
     async def main() -> int:
         async with MqttTransport(
-            args.broker, client_id=_client_id(args.name), will_topic=_will(args, args.name)
+            args.broker,
+            client_id=_client_id(args.name),
+            will_topic=_will(args, args.name),
+            username=username,
+            password=password,
         ) as t:
             await run_clients(
                 t,

@@ -12,6 +12,7 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from shuffledp.access import access_directory, init_access
 from shuffledp.keys import (
     ANALYZER_STAGE,
     fingerprint,
@@ -23,6 +24,7 @@ from shuffledp.keys import (
 from shuffledp.protocol.onion import public_key_to_bytes
 
 DEFAULT_HOPS = 3
+DEFAULT_CLIENT_PROCESSES = 2
 
 
 def add_parser(subparsers: Any) -> None:
@@ -50,6 +52,19 @@ def add_parser(subparsers: Any) -> None:
         help=f"number of hops, 1..64 (default {DEFAULT_HOPS})",
     )
     init.add_argument(
+        "--clients",
+        type=int,
+        default=DEFAULT_CLIENT_PROCESSES,
+        metavar="C",
+        help="client processes, each with its own broker account clients-0..clients-{C-1} "
+        f"(default {DEFAULT_CLIENT_PROCESSES})",
+    )
+    init.add_argument(
+        "--prefix",
+        default="shuffledp",
+        help="topic prefix the broker ACL is written for (default 'shuffledp')",
+    )
+    init.add_argument(
         "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
     )
     init.add_argument("--json", action="store_true", help="print one JSON object")
@@ -61,6 +76,14 @@ def run_init(args: argparse.Namespace) -> int:
     InvalidParameterError) for main() to report as one stderr line with exit code 2."""
     directory = Path(os.path.abspath(args.directory))
     published = init_key_directory(directory, hops=args.hops, overwrite=args.overwrite)
+    accounts = init_access(
+        directory,
+        hops=args.hops,
+        client_processes=args.clients,
+        prefix=args.prefix,
+        overwrite=args.overwrite,
+    )
+    access = access_directory(directory)
     stages = stage_names(published.n_hops)
     public_path = public_file_path(directory)
     private_paths = [private_key_path(directory, stage) for stage in stages]
@@ -74,6 +97,9 @@ def run_init(args: argparse.Namespace) -> int:
                     "private": [str(path) for path in private_paths],
                     "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
                     "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
+                    "access": str(access),
+                    "broker_identities": list(accounts),
+                    "prefix": args.prefix,
                 }
             )
         )
@@ -88,6 +114,12 @@ def run_init(args: argparse.Namespace) -> int:
     for name, mode, what in rows:
         print(f"  {name.ljust(width)}  {mode}  {what}")
     print("each .key file belongs on its stage's machine only; public.json may be shared")
+    print(
+        f"broker accounts in {access} for prefix {args.prefix!r}: {', '.join(accounts)}; "
+        "each <identity>.password belongs on that component's machine only; passwd and acl "
+        f"are the broker's (mosquitto -c {access / 'mosquitto.conf'}, or shuffledp broker "
+        f"--keys {directory})"
+    )
     return 0
 
 

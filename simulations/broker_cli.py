@@ -31,6 +31,11 @@ def add_parser(subparsers: Any) -> None:
         default=DEFAULT_MQTT_PORT,
         help=f"TCP port on 127.0.0.1 (default {DEFAULT_MQTT_PORT})",
     )
+    p.add_argument(
+        "--keys",
+        help="key directory made by `shuffledp keys init`: enforce its broker accounts and topic "
+        "ACLs (KEYS/access/passwd and acl); without it the broker is open to anyone on this host",
+    )
     p.add_argument("--verbose", action="store_true", help="log connections (amqtt at INFO)")
     p.set_defaults(func=run)
 
@@ -40,7 +45,11 @@ def run(args: argparse.Namespace) -> int:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
         )
-    broker = EmbeddedBroker(args.port, verbose=args.verbose)  # InvalidParameterError: bad port
+    from shuffledp.access import access_directory
+
+    access = None if args.keys is None else access_directory(args.keys)
+    # InvalidParameterError: bad port; AccessError: missing passwd/acl
+    broker = EmbeddedBroker(args.port, verbose=args.verbose, access_dir=access)
     try:
         asyncio.run(_serve(broker))
     except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
@@ -51,6 +60,11 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
+def args_keys_set(broker: EmbeddedBroker) -> bool:
+    """Whether ``broker`` enforces accounts and ACLs."""
+    return broker.access_dir is not None
+
+
 async def _serve(broker: EmbeddedBroker) -> None:
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -59,4 +73,6 @@ async def _serve(broker: EmbeddedBroker) -> None:
             loop.add_signal_handler(sig, stop.set)
     async with broker:
         print(f"shuffledp broker: listening on {broker.url}", flush=True)
+        mode = "accounts and ACLs enforced" if args_keys_set(broker) else "open: no accounts"
+        print(f"shuffledp broker: {mode}", file=sys.stderr, flush=True)
         await stop.wait()

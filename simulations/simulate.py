@@ -11,6 +11,12 @@ every estimator against the central Gaussian baseline.
 Everything it started is stopped when it returns, also on an error or Ctrl-C: child processes
 get SIGTERM, then SIGKILL after a grace period; the temporary directory is removed; the
 retained topics of the round are cleared.
+
+Access control (``options.auth``, the default): the key directory also gets broker accounts and
+topic ACLs for the session's prefix (:mod:`shuffledp.access`); the embedded broker enforces them
+(``shuffledp broker --keys``), every child logs in with its own account, and the launcher as
+``monitor``. With an external broker the children log in with these fresh accounts too, which
+an open broker accepts; ``auth=False`` makes everything connect anonymously (``--no-auth``).
 """
 
 from __future__ import annotations
@@ -33,6 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shuffledp.access import MONITOR, init_access, load_password
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     require_delta,
@@ -97,6 +104,7 @@ class SimulationOptions:
     deadline: float | None = None
     timeout: float | None = None
     round_id: int = 1
+    auth: bool = True
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -254,8 +262,17 @@ class PipelineSession:
         try:
             self._keys = self._workdir / "keys"
             init_key_directory(self._keys, hops=self.options.hops)
+            if self.options.auth:
+                init_access(
+                    self._keys,
+                    hops=self.options.hops,
+                    client_processes=self.options.client_processes,
+                    prefix=self.prefix,
+                )
             if self.options.broker is None:
-                self._broker_child, self._url = await _start_embedded_broker(self._workdir)
+                self._broker_child, self._url = await _start_embedded_broker(
+                    self._workdir, self._keys if self.options.auth else None
+                )
                 self._broker_label = f"embedded amqtt at {self._url}"
             else:
                 self._url = self.options.broker
@@ -315,6 +332,8 @@ class PipelineSession:
             deadline_seconds = options.deadline_for(n)
             common = ["--broker", url, "--keys", str(keys), "--prefix", prefix]
             common += ["--round", str(round_id)]
+            if not options.auth:
+                common.append("--no-auth")
             deadline = str(deadline_seconds)
             min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
             if n < min_batch:
@@ -349,7 +368,12 @@ class PipelineSession:
             monitor_id = f"sdp-simulate-{secrets.token_hex(4)}"
             timeout = options.timeout_for(n)
             async with (
-                MqttTransport(url, client_id=monitor_id) as monitor,
+                MqttTransport(
+                    url,
+                    client_id=monitor_id,
+                    username=MONITOR if options.auth else None,
+                    password=load_password(keys, MONITOR) if options.auth else None,
+                ) as monitor,
                 Inbox(monitor, name="simulate-inbox") as inbox,
             ):
                 await monitor.subscribe(progress_topic(prefix, round_id, "+"))
@@ -449,7 +473,7 @@ async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
     return _Child(name, process, log_path)
 
 
-async def _start_embedded_broker(workdir: Path) -> tuple[_Child, str]:
+async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Child, str]:
     from shuffledp.simulations.broker import free_loopback_port
 
     last_error = ""
@@ -464,6 +488,7 @@ async def _start_embedded_broker(workdir: Path) -> tuple[_Child, str]:
                 "broker",
                 "--port",
                 str(port),
+                *([] if keys is None else ["--keys", str(keys)]),
                 stdin=asyncio.subprocess.DEVNULL,
                 stdout=asyncio.subprocess.PIPE,
                 stderr=log,

@@ -74,6 +74,12 @@ def add_parser(subparsers: Any) -> None:
         help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
     )
     p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="connect anonymously (an open broker); by default every component logs in with "
+        "its own fresh account and the embedded broker enforces accounts and topic ACLs",
+    )
+    p.add_argument(
         "--seed", type=int, help="seed every generator (reproducible; default: OS CSPRNG)"
     )
     p.add_argument("--client-processes", type=int, default=2, help="client processes (default 2)")
@@ -114,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
         min_batch=args.min_batch,
         deadline=args.deadline,
         timeout=args.timeout,
+        auth=not args.no_auth,
     )
     display = None if args.quiet else _ProgressDisplay(options)
     try:

@@ -518,7 +518,17 @@ def test_cli_init_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> No
     assert err == ""
     assert out.count("\n") == 1
     data = json.loads(out)
-    assert set(data) == {"directory", "n_hops", "public", "private", "hops", "analyzer"}
+    assert set(data) == {
+        "directory",
+        "n_hops",
+        "public",
+        "private",
+        "hops",
+        "analyzer",
+        "access",
+        "broker_identities",
+        "prefix",
+    }
     assert data["directory"] == str(directory)
     assert data["n_hops"] == 2
     assert data["public"] == str(directory / "public.json")

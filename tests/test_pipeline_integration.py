@@ -407,6 +407,7 @@ async def _check_killed_stage_leaves_no_ready(url: str, tmp_path: Path) -> None:
             "hop",
             "--keys",
             str(tmp_path / "keys"),
+            "--no-auth",
             "--index",
             "0",
             "--expected",

@@ -1,0 +1,382 @@
+"""Broker access control: one account per component, and topic ACLs, for both brokers.
+
+Why: the onion protects what a report says, not who may talk to the broker. Without accounts
+any process that reaches the broker could publish into a hop's output topic (skipping the
+shuffle) or read a hop's ingress. With them, every component connects under its own identity
+and may touch only its own topics; everything else is denied.
+
+``init_access(DIR, hops=H, client_processes=C, prefix=P)`` (run by ``shuffledp keys init``)
+writes ``DIR/access/``:
+
+- ``<identity>.password`` (mode 0600), one per identity: ``hop-0`` .. ``hop-{H-1}``,
+  ``analyzer``, ``monitor`` (the launcher/observer) and ``clients-0`` .. ``clients-{C-1}`` (one
+  per client *process*): 43 characters, the URL-safe base64 of 32 bytes from the OS CSPRNG
+  (256 bits: guessing is hopeless, so the hash below needs no expensive key stretching). Each
+  belongs on its component's machine only.
+- ``passwd`` (0600): the broker's password file in Mosquitto 2.0's format,
+  ``identity:$7$101$<base64 12-byte salt>$<base64 PBKDF2-HMAC-SHA512(password, salt, 101, 64)>``
+  (what ``mosquitto_passwd`` writes; checked against it); the embedded broker reads the same file.
+- ``acl`` (0600): the Mosquitto ACL file (``user NAME`` then ``topic read|write FILTER``
+  lines); the embedded broker reads the same file. Rules, with ``R = P/round/+``:
+  clients-j write ``R/hop/0`` and their own ``R/status/clients-j``, ``R/progress/clients-j``,
+  and read ``R/status/hop-0``; hop-i reads ``R/hop/i`` and its downstream's status, writes its
+  downstream's ingress (``R/hop/{i+1}`` or ``R/analyzer``) and its own status and progress; the
+  analyzer reads ``R/analyzer``, writes ``R/report`` and its own status and progress; the
+  monitor reads ``R/status/+``, ``R/progress/+`` and ``R/report`` and writes ``R/status/+`` and
+  ``R/report`` (only to clear retained messages after a round). Nothing else is allowed.
+- ``mosquitto.conf`` (0644): a Mosquitto 2.x configuration on 127.0.0.1:1883 with
+  ``allow_anonymous false`` and the two files above (``mosquitto -c DIR/access/mosquitto.conf``).
+- ``access.json`` (0644): ``{"format": "shuffledp-access", "version": 1, "prefix", "n_hops",
+  "client_processes", "identities"}``.
+
+Every problem raises :class:`AccessError` naming the file and the rule; no message contains a
+password.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import re
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+
+from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.keys import (
+    DIRECTORY_MODE,
+    MAX_HOPS,
+    PRIVATE_FILE_MODE,
+    PUBLIC_FILE_MODE,
+    KeyDirectoryError,
+    _read_private_file,
+    _write_file,
+)
+from shuffledp.protocol.topics import validate_prefix
+
+__all__ = [
+    "ACCESS_DIR",
+    "MONITOR",
+    "AccessError",
+    "AccessRules",
+    "access_directory",
+    "access_rules",
+    "hash_password",
+    "identities",
+    "init_access",
+    "load_password",
+    "parse_acl_file",
+    "parse_password_file",
+    "topic_matches",
+    "verify_password",
+]
+
+ACCESS_DIR = "access"
+MONITOR = "monitor"
+FORMAT = "shuffledp-access"
+VERSION = 1
+MAX_CLIENT_PROCESSES = 1024
+PBKDF2_ITERATIONS = 101  # Mosquitto 2.0's own default for $7$ hashes
+SALT_BYTES = 12
+HASH_BYTES = 64
+PASSWORD_BYTES = 32
+MOSQUITTO_LISTENER_PORT = 1883
+
+_IDENTITY = re.compile(r"hop-(0|[1-9][0-9]*)|analyzer|monitor|clients-(0|[1-9][0-9]*)")
+
+
+class AccessError(KeyDirectoryError):
+    """A credentials file or rule breaks a rule; the message names the file and the rule."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessRules:
+    """The topic filters one identity may read (subscribe to) and write (publish to)."""
+
+    identity: str
+    read: tuple[str, ...]
+    write: tuple[str, ...]
+
+
+def identities(n_hops: int, client_processes: int) -> tuple[str, ...]:
+    """Every broker identity of a deployment, in a fixed order."""
+    require_int("n_hops", n_hops, 1, MAX_HOPS)
+    require_int("client_processes", client_processes, 1, MAX_CLIENT_PROCESSES)
+    return (
+        *(f"hop-{i}" for i in range(n_hops)),
+        "analyzer",
+        MONITOR,
+        *(f"clients-{j}" for j in range(client_processes)),
+    )
+
+
+def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[AccessRules, ...]:
+    """The ACL of a deployment (module docstring), one entry per identity of ``identities``."""
+    root = f"{validate_prefix(prefix)}/round/+"
+    rules: list[AccessRules] = []
+    for i in range(n_hops):
+        stage = f"hop-{i}"
+        downstream = "analyzer" if i + 1 == n_hops else f"hop-{i + 1}"
+        egress = f"{root}/analyzer" if i + 1 == n_hops else f"{root}/hop/{i + 1}"
+        rules.append(
+            AccessRules(
+                identity=stage,
+                read=(f"{root}/hop/{i}", f"{root}/status/{downstream}"),
+                write=(egress, f"{root}/status/{stage}", f"{root}/progress/{stage}"),
+            )
+        )
+    rules.append(
+        AccessRules(
+            identity="analyzer",
+            read=(f"{root}/analyzer",),
+            write=(f"{root}/report", f"{root}/status/analyzer", f"{root}/progress/analyzer"),
+        )
+    )
+    rules.append(
+        AccessRules(
+            identity=MONITOR,
+            read=(f"{root}/status/+", f"{root}/progress/+", f"{root}/report"),
+            write=(f"{root}/status/+", f"{root}/report"),
+        )
+    )
+    for j in range(client_processes):
+        stage = f"clients-{j}"
+        rules.append(
+            AccessRules(
+                identity=stage,
+                read=(f"{root}/status/hop-0",),
+                write=(f"{root}/hop/0", f"{root}/status/{stage}", f"{root}/progress/{stage}"),
+            )
+        )
+    return tuple(rules)
+
+
+def access_directory(directory: str | os.PathLike[str]) -> Path:
+    """``directory/access`` (no file system access)."""
+    return Path(directory) / ACCESS_DIR
+
+
+def hash_password(password: str, *, salt: bytes | None = None) -> str:
+    """Mosquitto 2.0's ``$7$`` hash of ``password``: ``$7$101$b64(salt)$b64(PBKDF2-HMAC-SHA512(
+    password, salt, 101 iterations, 64 bytes))``, standard base64 with padding; a fresh 12-byte
+    salt from the OS CSPRNG unless ``salt`` is given."""
+    salt = secrets.token_bytes(SALT_BYTES) if salt is None else salt
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, PBKDF2_ITERATIONS, HASH_BYTES)
+    encoded_salt = base64.b64encode(salt).decode()
+    return f"$7${PBKDF2_ITERATIONS}${encoded_salt}${base64.b64encode(digest).decode()}"
+
+
+def verify_password(password: str, hashed: str) -> bool:
+    """True iff ``hashed`` is a ``$7$`` hash of ``password`` (constant-time comparison); False
+    for a malformed hash, never raises."""
+    parts = hashed.split("$")
+    if len(parts) != 5 or parts[0] != "" or parts[1] != "7" or not parts[2].isdigit():
+        return False
+    iterations = int(parts[2])
+    if not 1 <= iterations <= 10_000_000:
+        return False
+    try:
+        salt = base64.b64decode(parts[3], validate=True)
+        expected = base64.b64decode(parts[4], validate=True)
+    except ValueError:
+        return False
+    digest = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, iterations, len(expected))
+    return bool(expected) and hmac.compare_digest(digest, expected)
+
+
+def init_access(
+    directory: str | os.PathLike[str],
+    *,
+    hops: int,
+    client_processes: int,
+    prefix: str,
+    overwrite: bool = False,
+) -> tuple[str, ...]:
+    """Write ``directory/access/`` (module docstring) and return the identities.
+
+    Passwords come from the OS CSPRNG (``secrets.token_bytes``); private files are created
+    0600 with O_EXCL (the key directory's ``_write_file``). AccessError if a file exists and
+    ``overwrite`` is false (nothing is written then), InvalidParameterError for bad parameters.
+    """
+    names = identities(hops, client_processes)
+    rules = access_rules(prefix, hops, client_processes)
+    root = access_directory(directory)
+    if os.path.lexists(root) and not root.is_dir():
+        raise AccessError(f"{root}: access directory must be a directory, it is not")
+    if not overwrite and root.exists() and any(root.iterdir()):
+        raise AccessError(
+            f"{root}: access directory already holds files (pass overwrite=True / --overwrite "
+            f"to replace the broker credentials)"
+        )
+    root.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+    passwords = {
+        name: base64.urlsafe_b64encode(secrets.token_bytes(PASSWORD_BYTES)).decode().rstrip("=")
+        for name in names
+    }
+    for name, password in passwords.items():
+        _write_file(
+            root / f"{name}.password",
+            (password + "\n").encode(),
+            PRIVATE_FILE_MODE,
+            replace=overwrite,
+        )
+    passwd = "".join(f"{name}:{hash_password(passwords[name])}\n" for name in names)
+    _write_file(root / "passwd", passwd.encode(), PRIVATE_FILE_MODE, replace=overwrite)
+    _write_file(root / "acl", acl_text(rules).encode(), PRIVATE_FILE_MODE, replace=overwrite)
+    conf = mosquitto_auth_settings(root) + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+    _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
+    document = {
+        "format": FORMAT,
+        "version": VERSION,
+        "prefix": prefix,
+        "n_hops": hops,
+        "client_processes": client_processes,
+        "identities": list(names),
+    }
+    _write_file(
+        root / "access.json",
+        (json.dumps(document, indent=2) + "\n").encode(),
+        PUBLIC_FILE_MODE,
+        replace=overwrite,
+    )
+    return names
+
+
+def acl_text(rules: tuple[AccessRules, ...]) -> str:
+    """The Mosquitto ACL file of ``rules`` (anything not listed is denied)."""
+    lines = [
+        "# shuffledp broker ACL (made by `shuffledp keys init`): anything not listed is denied"
+    ]
+    for rule in rules:
+        lines.append(f"\nuser {rule.identity}")
+        lines.extend(f"topic read {topic}" for topic in rule.read)
+        lines.extend(f"topic write {topic}" for topic in rule.write)
+    return "\n".join(lines) + "\n"
+
+
+def mosquitto_auth_settings(access_dir: Path) -> str:
+    """Mosquitto 2.x lines that switch on the accounts and ACL of ``access_dir`` (put them
+    before any listener; ``per_listener_settings false`` makes them apply to all)."""
+    root = Path(os.path.abspath(access_dir))
+    return (
+        "# Accounts and topic ACLs made by `shuffledp keys init` (shuffledp/access.py).\n"
+        "per_listener_settings false\n"
+        "allow_anonymous false\n"
+        f"password_file {root / 'passwd'}\n"
+        f"acl_file {root / 'acl'}\n"
+    )
+
+
+def load_password(directory: str | os.PathLike[str], identity: str) -> str:
+    """The broker password of ``identity`` from ``directory/access/<identity>.password``.
+    AccessError naming the file if it is missing, readable by group or others, or malformed."""
+    if not isinstance(identity, str) or not _IDENTITY.fullmatch(identity):
+        raise AccessError(
+            f"{directory}: broker identity must be hop-<i>, analyzer, monitor or clients-<j>, "
+            f"got {identity!r}"
+        )
+    path = access_directory(directory) / f"{identity}.password"
+    if not path.exists():
+        raise AccessError(
+            f"{path}: broker password file must exist, it does not (`shuffledp keys init` writes "
+            f"one per identity; pass --no-auth only for an open broker)"
+        )
+    try:
+        data = _read_private_file(path)
+    except KeyDirectoryError as exc:
+        raise AccessError(str(exc).replace("private key file", "password file")) from None
+    text = data.decode("ascii", errors="replace").strip()
+    if not re.fullmatch(r"[A-Za-z0-9_-]{16,128}", text):
+        raise AccessError(
+            f"{path}: password file must hold 16..128 URL-safe base64 characters, it does not"
+        )
+    return text
+
+
+def parse_password_file(path: str | os.PathLike[str]) -> dict[str, str]:
+    """``{identity: $7$ hash}`` of a Mosquitto password file (comments and blank lines
+    skipped). AccessError naming the line for a line without ``name:hash``."""
+    users: dict[str, str] = {}
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AccessError(f"{path}: password file must be readable UTF-8: {exc}") from None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, colon, hashed = line.partition(":")
+        if not colon or not name or not hashed:
+            raise AccessError(f"{path}:{number}: a line must be name:hash")
+        users[name] = hashed
+    return users
+
+
+def parse_acl_file(path: str | os.PathLike[str]) -> dict[str, AccessRules]:
+    """``{identity: AccessRules}`` of a Mosquitto ACL file restricted to ``user NAME`` and
+    ``topic read|write|readwrite FILTER`` lines (what :func:`acl_text` writes). AccessError
+    naming the line for anything else (a rule this parser would not enforce)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise AccessError(f"{path}: ACL file must be readable UTF-8: {exc}") from None
+    read: dict[str, list[str]] = {}
+    write: dict[str, list[str]] = {}
+    user: str | None = None
+    for number, raw in enumerate(text.split("\n"), start=1):
+        words = raw.split()
+        if not words or words[0].startswith("#"):
+            continue
+        if words[0] == "user" and len(words) == 2:
+            user = words[1]
+            read.setdefault(user, [])
+            write.setdefault(user, [])
+        elif words[0] == "topic" and len(words) == 3 and words[1] in ("read", "write", "readwrite"):
+            if user is None:
+                raise AccessError(f"{path}:{number}: a topic rule must follow a 'user' line")
+            if words[1] in ("read", "readwrite"):
+                read[user].append(words[2])
+            if words[1] in ("write", "readwrite"):
+                write[user].append(words[2])
+        else:
+            raise AccessError(
+                f"{path}:{number}: a line must be 'user NAME' or 'topic read|write|readwrite "
+                f"FILTER', got {raw.strip()[:80]!r}"
+            )
+    return {
+        name: AccessRules(identity=name, read=tuple(read[name]), write=tuple(write[name]))
+        for name in read
+    }
+
+
+def topic_matches(topic: str, allowed: str) -> bool:
+    """True iff ``topic`` (a topic, or a subscription filter) lies within the ACL filter
+    ``allowed``: level by level, '+' in ``allowed`` matches any one level and a final '#' any
+    rest; a wildcard in ``topic`` is matched only by the same wildcard or a wider one in
+    ``allowed`` (so subscribing to 'a/+' needs 'a/+' or 'a/#', never just 'a/b')."""
+    wanted = topic.split("/")
+    rule = allowed.split("/")
+    for index, level in enumerate(rule):
+        if level == "#":
+            return index == len(rule) - 1
+        if index >= len(wanted):
+            return False
+        if wanted[index] == "#":
+            return False
+        if level == "+":
+            continue
+        if wanted[index] != level:
+            return False
+    return len(wanted) == len(rule)
+
+
+def require_identity(identity: str) -> str:
+    """``identity`` if it is a valid broker identity name, else InvalidParameterError."""
+    if not isinstance(identity, str) or not _IDENTITY.fullmatch(identity):
+        raise InvalidParameterError(
+            f"broker identity must be hop-<i>, analyzer, monitor or clients-<j>, got {identity!r}"
+        )
+    return identity
