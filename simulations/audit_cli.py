@@ -17,9 +17,15 @@ import json
 import math
 import sys
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from .audit import DEFAULT_TRIALS, AuditResult, run_audit
+if TYPE_CHECKING:
+    from .audit import AuditResult
+
+# The audit module (scipy.stats, the accountant) is imported only when `audit` runs: every
+# `shuffledp` process, hops and clients included, builds this parser (it cost each one 50 MiB
+# and 1 s at start-up). tests/test_audit.py checks this equals audit.DEFAULT_TRIALS.
+DEFAULT_TRIALS = 200_000
 
 __all__ = ["add_parser", "format_result", "run"]
 
@@ -119,6 +125,8 @@ def _progress_factory() -> Callable[[int], Callable[[], None]]:
 def _run_with_progress(
     args: argparse.Namespace, progress: Callable[[int], Callable[[], None]] | None
 ) -> AuditResult:
+    from .audit import run_audit
+
     return run_audit(
         n=args.n,
         k=args.k,

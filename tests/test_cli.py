@@ -359,3 +359,30 @@ def test_subprocess_bad_input_exit_2() -> None:
     assert proc.returncode == 2
     assert proc.stdout == ""
     assert proc.stderr == "shuffledp account: error: delta must be in (0, 1), got 1.5\n"
+
+
+def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:
+    """Every process of the pipeline (hops, clients, analyzer) starts through this command, which
+    builds the parser of every subcommand; heavy modules must load only where they are used (the
+    audit's import cost every hop and client 50 MiB and 1 s at start-up once)."""
+    heavy = (
+        "scipy.stats",
+        "matplotlib",
+        "dp_accounting",
+        "diffprivlib",
+        "sklearn",
+        "shuffledp.simulations.audit",
+        "shuffledp.simulations.stream",
+        "shuffledp.simulations.experiments.fastpath",
+    )
+    probe = f"import sys, shuffledp.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.strip() == ""
+
+
+def test_audit_cli_default_trials_is_the_audit_default() -> None:
+    from shuffledp.simulations import audit, audit_cli
+
+    assert audit_cli.DEFAULT_TRIALS == audit.DEFAULT_TRIALS
