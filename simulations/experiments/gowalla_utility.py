@@ -72,7 +72,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0
+from shuffledp.accountant import calibrate_eps0
 from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.analyzer.baseline import gaussian_baseline
 from shuffledp.analyzer.estimators import raw_normalised
@@ -89,9 +89,13 @@ from shuffledp.simulations.regions import PRESETS, Region
 
 from .base import ExperimentContext, ExperimentError, ExperimentOutput
 from .fastpath import (
+    PAPER_EPS0,
+    TARGET_DELTA,
+    TARGET_EPS,
     EpsAtDelta,
+    PrivacyPlan,
     RoundSpec,
-    eps_at_delta,
+    privacy_plan,
     run_spec,
     run_specs_through_pipeline,
     spec_sources,
@@ -104,8 +108,11 @@ __all__ = [
     "ESTIMATORS",
     "EXPERIMENTS",
     "N_COLUMNS",
+    "PAPER_EPS0",
     "PARIS",
     "SF",
+    "TARGET_DELTA",
+    "TARGET_EPS",
     "UTILITY_COLUMNS",
     "Outcome",
     "Population",
@@ -123,9 +130,6 @@ __all__ = [
     "select_cells",
 ]
 
-PAPER_EPS0 = 4.0
-TARGET_EPS = 1.0
-TARGET_DELTA = 1e-6
 #: Target eps of the TV-vs-eps sweep (delta = TARGET_DELTA, eps0 calibrated per eps). The
 #: quick grid contains TARGET_EPS, whose calibration the TV-vs-n sweep has already made at N.
 FULL_EPS_GRID = (0.1, 0.25, 0.5, 1.0, 2.0, 4.0)
@@ -460,20 +464,6 @@ def select_cells(
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class SizePlan:
-    """The accountant's numbers for one n of the TV-vs-n sweep: ``paper`` = eps at delta =
-    1e-6 for eps0 = 4; ``paper_delta_at_eps0`` / ``..._lower_...`` = the bracket at eps = eps0 =
-    4; ``calibrated_eps0`` = the largest eps0 meeting (TARGET_EPS, TARGET_DELTA)."""
-
-    n: int
-    k: int
-    paper: EpsAtDelta
-    paper_delta_at_eps0: float
-    paper_delta_lower_at_eps0: float
-    calibrated_eps0: float
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
 class EpsPlan:
     """One point of the TV-vs-eps sweep: eps0 = the largest meeting (target_eps, TARGET_DELTA)
     for n individuals."""
@@ -488,10 +478,10 @@ class EpsPlan:
 class _PlanRequest:
     n: int
     k: int
-    target_eps: float | None  # None: a SizePlan
+    target_eps: float | None  # None: a PrivacyPlan
 
 
-def _make_plan(request: _PlanRequest) -> SizePlan | EpsPlan:
+def _make_plan(request: _PlanRequest) -> PrivacyPlan | EpsPlan:
     """The plan of one request (a top-level function: it runs in worker processes)."""
     n, k = request.n, request.k
     if request.target_eps is not None:
@@ -501,15 +491,7 @@ def _make_plan(request: _PlanRequest) -> SizePlan | EpsPlan:
             target_eps=request.target_eps,
             eps0=calibrate_eps0(n, k, request.target_eps, TARGET_DELTA),
         )
-    at_eps0 = Tight().delta(ShuffledKRR(n=n, k=k, eps0=PAPER_EPS0), PAPER_EPS0)
-    return SizePlan(
-        n=n,
-        k=k,
-        paper=eps_at_delta(n, k, PAPER_EPS0, TARGET_DELTA),
-        paper_delta_at_eps0=float(at_eps0.delta_upper),
-        paper_delta_lower_at_eps0=float(at_eps0.delta_lower),
-        calibrated_eps0=calibrate_eps0(n, k, TARGET_EPS, TARGET_DELTA),
-    )
+    return privacy_plan(n, k)
 
 
 # --- rounds -------------------------------------------------------------------------------------
@@ -829,7 +811,7 @@ def run_region(context: ExperimentContext, setup: RegionExperiment) -> Experimen
     requests = [_PlanRequest(n=n, k=k, target_eps=None) for n in ns]
     requests += [_PlanRequest(n=n_eps, k=k, target_eps=e) for e in eps_grid if e != TARGET_EPS]
     plans = context.repeat(_make_plan, requests, label=f"{setup.name}: accountant")
-    size_plans = [plan for plan in plans if isinstance(plan, SizePlan)]
+    size_plans = [plan for plan in plans if isinstance(plan, PrivacyPlan)]
     computed = {plan.target_eps: plan for plan in plans if isinstance(plan, EpsPlan)}
     eps_plans = [
         computed[e]
@@ -1147,7 +1129,7 @@ def _summary(
     population: Population,
     *,
     runs: int,
-    size_plans: Sequence[SizePlan],
+    size_plans: Sequence[PrivacyPlan],
     eps_plans: Sequence[EpsPlan],
     n_outcomes: Sequence[Outcome],
     eps_outcomes: Sequence[Outcome],

@@ -36,22 +36,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0
 from shuffledp.accountant.mechanism import require_int
 from shuffledp.randomness import SeededRandom, SystemRandom
 from shuffledp.simulations.datasets import synthetic_values
 
 from .base import ExperimentContext, ExperimentOutput
-from .fastpath import EpsAtDelta, RoundSpec, eps_at_delta, run_spec, run_specs_through_pipeline
+from .fastpath import (
+    PAPER_EPS0,
+    TARGET_DELTA,
+    TARGET_EPS,
+    PrivacyPlan,
+    RoundSpec,
+    privacy_plan,
+    run_spec,
+    run_specs_through_pipeline,
+)
 from .runner import repetition_seed
 
 __all__ = ["COLUMNS", "ESTIMATORS", "run"]
 
 NAME = "synthetic-utility"
 K = 15
-PAPER_EPS0 = 4.0
-TARGET_EPS = 1.0
-TARGET_DELTA = 1e-6
 #: n on a log grid, 10^3 .. 10^5 in steps of 10^(1/3).
 FULL_NS = tuple(round(10 ** (3 + i / 3)) for i in range(7))
 QUICK_NS = (1_000, 3_000)
@@ -92,32 +97,9 @@ SETTINGS: dict[str, str] = {
 }
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PrivacyPlan:
-    """The accountant's numbers for one n (computed once per n, in parallel over n).
-
-    ``paper``: eps at delta = 1e-6 for eps0 = 4; ``paper_delta_at_eps0`` /
-    ``paper_delta_lower_at_eps0``: the bracket at eps = eps0 = 4. ``calibrated_eps0``: the
-    largest eps0 meeting (TARGET_EPS, TARGET_DELTA)."""
-
-    n: int
-    paper: EpsAtDelta
-    paper_delta_at_eps0: float
-    paper_delta_lower_at_eps0: float
-    calibrated_eps0: float
-
-
-def privacy_plan(n: int) -> PrivacyPlan:
-    """The :class:`PrivacyPlan` of n (a top-level function: it runs in worker processes)."""
-    require_int("n", n, 2)
-    at_eps0 = Tight().delta(ShuffledKRR(n=n, k=K, eps0=PAPER_EPS0), PAPER_EPS0)
-    return PrivacyPlan(
-        n=n,
-        paper=eps_at_delta(n, K, PAPER_EPS0, TARGET_DELTA),
-        paper_delta_at_eps0=float(at_eps0.delta_upper),
-        paper_delta_lower_at_eps0=float(at_eps0.delta_lower),
-        calibrated_eps0=calibrate_eps0(n, K, TARGET_EPS, TARGET_DELTA),
-    )
+def _privacy_plan(n: int) -> PrivacyPlan:
+    """The :class:`PrivacyPlan` of n at this experiment's k (top-level: runs in workers)."""
+    return privacy_plan(n, K)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -193,7 +175,7 @@ def run(context: ExperimentContext) -> ExperimentOutput:
         context.runs if context.runs is not None else (QUICK_RUNS if context.quick else FULL_RUNS)
     )
     require_int("runs", runs, 1)
-    plans = context.repeat(privacy_plan, list(ns), label=f"{NAME}: accountant")
+    plans = context.repeat(_privacy_plan, list(ns), label=f"{NAME}: accountant")
     points = [
         _Point(plan=plan, run=r, seed=repetition_seed(context.seed, plan.n, r))
         for plan in plans
