@@ -32,7 +32,7 @@ from __future__ import annotations
 import csv
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, ROUND_HALF_EVEN, Decimal
 from pathlib import Path
@@ -377,21 +377,26 @@ def run(context: ExperimentContext) -> ExperimentOutput:
     return ExperimentOutput(name=NAME, files=(csv_path, png_path, summary_path), summary=summary)
 
 
+def point_csv_row(
+    result: PointResult, cells: Mapping[str, Cell], columns: Sequence[Column]
+) -> list[str]:
+    """One grid point as CSV fields: n, k, eps0, nx0, eps, the columns' cells, then which bounds
+    gave the tight bracket's two sides (the layout of every table written here)."""
+    return [
+        str(result.n),
+        str(result.k),
+        repr(result.eps0),
+        str(result.nx0),
+        repr(result.eps),
+        *(csv_value(cells[column.key]) for column in columns),
+        result.upper_from,
+        result.lower_from,
+    ]
+
+
 def write_bounds_csv(path: Path, results: Sequence[PointResult]) -> None:
     header = [*BOUNDS_KEYS, *(column.header for column in BOUNDS_COLUMNS), *WITNESS_KEYS]
-    rows = [
-        [
-            str(r.n),
-            str(r.k),
-            repr(r.eps0),
-            str(r.nx0),
-            repr(r.eps),
-            *(csv_value(r.cells[column.key]) for column in BOUNDS_COLUMNS),
-            r.upper_from,
-            r.lower_from,
-        ]
-        for r in results
-    ]
+    rows = [point_csv_row(r, r.cells, BOUNDS_COLUMNS) for r in results]
     write_csv(path, header, rows)
 
 

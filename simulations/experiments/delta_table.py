@@ -53,12 +53,12 @@ from .bounds_table import (
     Footnotes,
     PointResult,
     bound_cell,
-    csv_value,
     display_cell,
     display_number,
     label_legend,
     markdown_table,
     orders_of_magnitude,
+    point_csv_row,
     tight_cells,
     write_csv,
 )
@@ -334,40 +334,16 @@ def _setting_names(grid: DeltaGrid) -> dict[tuple[int, int, float], str]:
 def write_table_csv(path: Path, grid: DeltaGrid, results: Sequence[PointResult]) -> None:
     names = _setting_names(grid)
     header = [*DELTA_KEYS, *(c.header for c in DELTA_COLUMNS), *WITNESS_KEYS]
-    rows = []
-    for r in results:
-        cells = with_published(r)
-        rows.append(
-            [
-                names[(r.n, r.k, r.eps0)],
-                str(r.n),
-                str(r.k),
-                repr(r.eps0),
-                str(r.nx0),
-                repr(r.eps),
-                *(csv_value(cells[c.key]) for c in DELTA_COLUMNS),
-                r.upper_from,
-                r.lower_from,
-            ]
-        )
+    rows = [
+        [names[(r.n, r.k, r.eps0)], *point_csv_row(r, with_published(r), DELTA_COLUMNS)]
+        for r in results
+    ]
     write_csv(path, header, rows)
 
 
 def write_surface_csv(path: Path, results: Sequence[PointResult]) -> None:
     header = [*SURFACE_KEYS, *(c.header for c in SURFACE_COLUMNS), *WITNESS_KEYS]
-    rows = [
-        [
-            str(r.n),
-            str(r.k),
-            repr(r.eps0),
-            str(r.nx0),
-            repr(r.eps),
-            *(csv_value(r.cells[c.key]) for c in SURFACE_COLUMNS),
-            r.upper_from,
-            r.lower_from,
-        ]
-        for r in results
-    ]
+    rows = [point_csv_row(r, r.cells, SURFACE_COLUMNS) for r in results]
     write_csv(path, header, rows)
 
 
