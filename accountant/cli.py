@@ -139,7 +139,9 @@ def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> d
     return row
 
 
-def _fmt(value: Any) -> str:
+def format_value(value: Any) -> str:
+    """A number as the command-line tables print it (6 significant digits, or 4 in scientific
+    notation outside [1e-4, 1e4)); anything else with str()."""
     if isinstance(value, float):
         if value == 0.0:
             return "0"
@@ -151,7 +153,7 @@ def _fmt(value: Any) -> str:
 
 def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
     print(
-        f"shuffled k-RR: n={mech.n} k={mech.k} eps0={_fmt(mech.eps0)}"
+        f"shuffled k-RR: n={mech.n} k={mech.k} eps0={format_value(mech.eps0)}"
         + (f" rounds={args.rounds}" if args.rounds != 1 else "")
     )
     if args.eps is not None:
@@ -165,7 +167,7 @@ def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.N
         if "error" in row:
             table.append([row["bound"], "n/a", "", "", "", f"refused: {row['error']}"])
             continue
-        table.append([_fmt(row.get(key, "")) for key in keys])
+        table.append([format_value(row.get(key, "")) for key in keys])
     widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
     for r in table:
         cells = [r[i].ljust(widths[i]) for i in range(len(widths))]
@@ -173,8 +175,8 @@ def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.N
     for row in rows:
         if "delta_x0_over_x1" in row:
             print(
-                f"single-bin directions: delta(x0||x1)={_fmt(row['delta_x0_over_x1'])} "
-                f"delta(x1||x0)={_fmt(row['delta_x1_over_x0'])}"
+                f"single-bin directions: delta(x0||x1)={format_value(row['delta_x0_over_x1'])} "
+                f"delta(x1||x0)={format_value(row['delta_x1_over_x0'])}"
             )
         if "upper_from" in row:
             print(f"tight: upper from {row['upper_from']}, lower from {row['lower_from']}")

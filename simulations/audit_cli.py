@@ -14,10 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
+
+from shuffledp.accountant.cli import format_value
 
 if TYPE_CHECKING:
     from .audit import AuditResult
@@ -140,28 +141,18 @@ def _run_with_progress(
     )
 
 
-def _fmt(value: Any) -> str:
-    if isinstance(value, float):
-        if value == 0.0:
-            return "0"
-        if math.isinf(value):
-            return "inf"
-        return f"{value:.6g}" if 1e-4 <= abs(value) < 1e4 else f"{value:.4e}"
-    return str(value)
-
-
 def format_result(result: AuditResult) -> str:
     """The human-readable report."""
     r = result
     lines = [
-        f"empirical privacy audit: shuffled k-RR n={r.n} k={r.k} eps0={_fmt(r.eps0)} "
-        f"at eps={_fmt(r.eps)}",
+        f"empirical privacy audit: shuffled k-RR n={r.n} k={r.k} eps0={format_value(r.eps0)} "
+        f"at eps={format_value(r.eps)}",
         f"dataset: {r.dataset.name}: {r.dataset.description}",
     ]
     if r.worst_candidates is not None:
         lines.append(
             "  chosen as the larger exact delta of (h_x0, h_x1): "
-            + ", ".join(f"{name} {_fmt(v)}" for name, v in r.worst_candidates.items())
+            + ", ".join(f"{name} {format_value(v)}" for name, v in r.worst_candidates.items())
         )
     lines += [
         f"trials: {r.trials:,} per dataset ({r.selection_trials:,} choose the region, "
@@ -172,23 +163,25 @@ def format_result(result: AuditResult) -> str:
     ]
     num, den = ("P", "Q") if r.region.direction == "P||Q" else ("Q", "P")
     lines.append(
-        f"  {num}(S) >= {_fmt(r.numerator_lower)}, {den}(S) <= {_fmt(r.denominator_upper)} "
+        f"  {num}(S) >= {format_value(r.numerator_lower)}, {den}(S) <= {format_value(r.denominator_upper)} "
         f"(Clopper-Pearson, one-sided {100 * (1 - r.alpha / 2):g} % each)"
     )
     lines.append(
-        f"delta_lower_ci = {_fmt(r.delta_lower_ci)}  (one-sided {100 * (1 - r.alpha):g} % lower "
-        f"confidence bound on the true delta at eps = {_fmt(r.eps)})"
+        f"delta_lower_ci = {format_value(r.delta_lower_ci)}  (one-sided {100 * (1 - r.alpha):g} % lower "
+        f"confidence bound on the true delta at eps = {format_value(r.eps)})"
     )
     if r.exact_region_delta is not None:
         lines.append(
-            f"  exact for this pair: {num}(S) - e^eps {den}(S) = {_fmt(r.exact_region_delta)}; "
-            f"delta of (h_x0, h_x1) = {_fmt(r.exact_statistic_delta)}"
+            f"  exact for this pair: {num}(S) - e^eps {den}(S) = {format_value(r.exact_region_delta)}; "
+            f"delta of (h_x0, h_x1) = {format_value(r.exact_statistic_delta)}"
         )
-    lines.append(f"bounds at n={r.n} k={r.k} eps0={_fmt(r.eps0)} eps={_fmt(r.eps)}:")
+    lines.append(
+        f"bounds at n={r.n} k={r.k} eps0={format_value(r.eps0)} eps={format_value(r.eps)}:"
+    )
     table = [["bound", "delta", "delta_lower", "delta_upper", "what it is"]]
     for row in r.bounds:
         if "error" in row:
-            shown = f"{_fmt(row['published'])} (published)" if "published" in row else "n/a"
+            shown = f"{format_value(row['published'])} (published)" if "published" in row else "n/a"
             what = row.get("guarantee", "")
             reason = f"refused: {row['error']}"
             table.append([row["bound"], shown, "", "", f"{what}; {reason}" if what else reason])
@@ -196,9 +189,9 @@ def format_result(result: AuditResult) -> str:
             table.append(
                 [
                     row["bound"],
-                    _fmt(row["delta"]),
-                    _fmt(row.get("delta_lower", "")),
-                    _fmt(row.get("delta_upper", "")),
+                    format_value(row["delta"]),
+                    format_value(row.get("delta_lower", "")),
+                    format_value(row.get("delta_upper", "")),
                     row["guarantee"],
                 ]
             )
@@ -207,13 +200,13 @@ def format_result(result: AuditResult) -> str:
         lines.append("  " + "  ".join(t[i].ljust(widths[i]) for i in range(4)) + "  " + t[4])
     verdict = "yes" if r.below_valid_guarantee else "NO"
     lines.append(
-        f"check: delta_lower_ci <= valid guarantee delta_upper {_fmt(r.delta_upper)}: {verdict}"
+        f"check: delta_lower_ci <= valid guarantee delta_upper {format_value(r.delta_upper)}: {verdict}"
     )
     if r.published is not None:
         refuted = r.refutes_published
         lines.append(
             f"check: delta_lower_ci > published printed Theorem IV.1 value "
-            f"{_fmt(r.published['value'])} (not a valid guarantee): "
+            f"{format_value(r.published['value'])} (not a valid guarantee): "
             + (
                 "yes, refuted by experiment at 95 % confidence"
                 if refuted
