@@ -832,14 +832,14 @@ def run_region(context: ExperimentContext, setup: RegionExperiment) -> Experimen
                     run=run,
                     population=population.values,
                     k=k,
-                    subsample_seed=repetition_seed(seed, 0) if seed is not None else None,
+                    subsample_seed=repetition_seed(seed, 0),
                     settings=(
                         _Setting(
                             name="paper",
                             eps0=PAPER_EPS0,
                             eps=None,
                             inverted=plan.paper,
-                            seed=repetition_seed(seed, 1) if seed is not None else None,
+                            seed=repetition_seed(seed, 1),
                             delta_at_eps0=plan.paper_delta_at_eps0,
                         ),
                         _Setting(
@@ -847,7 +847,7 @@ def run_region(context: ExperimentContext, setup: RegionExperiment) -> Experimen
                             eps0=plan.calibrated_eps0,
                             eps=TARGET_EPS,
                             inverted=None,
-                            seed=repetition_seed(seed, 2) if seed is not None else None,
+                            seed=repetition_seed(seed, 2),
                         ),
                     ),
                     cells=cell_ids,
@@ -865,14 +865,14 @@ def run_region(context: ExperimentContext, setup: RegionExperiment) -> Experimen
                     run=run,
                     population=population.values,
                     k=k,
-                    subsample_seed=repetition_seed(seed, 0) if seed is not None else None,
+                    subsample_seed=repetition_seed(seed, 0),
                     settings=(
                         _Setting(
                             name="calibrated",
                             eps0=eps_plan.eps0,
                             eps=eps_plan.target_eps,
                             inverted=None,
-                            seed=repetition_seed(seed, 1) if seed is not None else None,
+                            seed=repetition_seed(seed, 1),
                             target_eps=eps_plan.target_eps,
                         ),
                     ),
