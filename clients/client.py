@@ -13,6 +13,7 @@ from nacl.public import PublicKey
 
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.clients.krr import krr_randomize
+from shuffledp.protocol.client_auth import ClientCredential, seal_envelope
 from shuffledp.protocol.onion import wrap
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, encode_record
 from shuffledp.randomness import RandomSource
@@ -29,6 +30,7 @@ def make_client_messages(
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
     rng: RandomSource | None = None,
+    credentials: Sequence[ClientCredential] | None = None,
 ) -> list[bytes]:
     """One message per value, in the order of ``values``: k-RR(eps0) of the value, encoded as a
     record of round ``round_id`` (random padding from ``os.urandom``) and wrapped in one sealed
@@ -39,6 +41,9 @@ def make_client_messages(
     value is the k-RR report, each report an independent draw from ``rng`` (the OS CSPRNG unless
     a source is passed). Sealed boxes use fresh ephemeral keys, so equal reports give unrelated
     messages. No I/O.
+
+    With ``credentials`` (one per value, in the same order) each onion is put in its client's
+    authenticator envelope for ``round_id`` (protocol/client_auth.py), 40 bytes longer.
 
     Raises InvalidParameterError unless k is an integer in [2, 2^32], eps0 finite > 0, round_id
     an integer in [0, 2^64), the values integers in [0, k), ``hop_public_keys`` a non-empty
@@ -66,7 +71,17 @@ def make_client_messages(
             f"got {type(analyzer_public_key).__name__}"
         )
     reports = krr_randomize(values, k, eps0, rng)
-    return [
+    onions = [
         wrap(encode_record(round_id, int(report), k), hops, analyzer_public_key)
         for report in reports
+    ]
+    if credentials is None:
+        return onions
+    if len(credentials) != len(onions):
+        raise InvalidParameterError(
+            f"credentials must be one per value, got {len(credentials)} for {len(onions)} values"
+        )
+    return [
+        seal_envelope(credential, round_id, onion)
+        for credential, onion in zip(credentials, onions, strict=True)
     ]

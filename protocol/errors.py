@@ -59,6 +59,34 @@ class Duplicate(RejectedMessage):
     reason: ClassVar[str] = "duplicate"
 
 
+class UnknownClient(RejectedMessage):
+    """An authenticated message (hop 0, client authentication on) whose client id is outside
+    the enrolled roster (protocol/client_auth.py)."""
+
+    reason: ClassVar[str] = "unknown-client"
+
+
+class BadAuthenticator(RejectedMessage):
+    """An authenticated message whose tag does not verify under its client's key for this
+    round: forged, corrupted, moved from another client, onion or round."""
+
+    reason: ClassVar[str] = "bad-authenticator"
+
+
+class ClientAlreadyReported(RejectedMessage):
+    """An authentic message from a client whose report hop 0 already took in this round
+    (one report per enrolled client per round; raised by nothing here, hop 0 counts it)."""
+
+    reason: ClassVar[str] = "client-already-reported"
+
+
+CLIENT_AUTH_REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
+    UnknownClient,
+    BadAuthenticator,
+    ClientAlreadyReported,
+)
+"""The reasons only hop 0 with client authentication rejects for, in the order it checks."""
+
 REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
     WrongLength,
     DecryptionFailed,

@@ -15,10 +15,16 @@ and counted (``HopRound.rejected``, one counter per slug of :data:`HOP_REJECTION
    replays of an accepted message and repeats of a message rejected below are all caught here
    and cost no second decryption;
 3. ``batch-full``: ``expected_size`` messages are already accepted (the message is not opened);
-4. ``decryption-failed``: the layer does not open with this hop's private key (addressed to
+4. only at hop 0 with client authentication (a :class:`~shuffledp.protocol.client_auth.ClientVerifier`
+   passed as ``verifier``; every message then carries a 40-byte envelope in front of the onion):
+   ``unknown-client`` (the id is not enrolled), ``bad-authenticator`` (the tag does not verify
+   for this round), ``client-already-reported`` (this client's authentic report was already
+   taken this round: one report per client per round). The envelope is stripped: only the onion
+   goes on, so the hop's output has the same length with or without authentication;
+5. ``decryption-failed``: the layer does not open with this hop's private key (addressed to
    another key, corrupted or forged).
 
-A message that passes all four is accepted: its layer is peeled at once and the plaintext (the
+A message that passes all of them is accepted: its layer is peeled at once and the plaintext (the
 message for the next stage) kept. No input of type bytes makes ``offer`` raise.
 
 Guarantees of ``close``: it releases all accepted messages and only them, each exactly once, in
@@ -41,7 +47,15 @@ from dataclasses import dataclass
 from nacl.public import PrivateKey
 
 from shuffledp.accountant.mechanism import InvalidParameterError, require_int
-from shuffledp.protocol.errors import DecryptionFailed, Duplicate, RejectedMessage, WrongLength
+from shuffledp.protocol.client_auth import ENVELOPE_SIZE, ClientVerifier
+from shuffledp.protocol.errors import (
+    CLIENT_AUTH_REJECTION_TYPES,
+    ClientAlreadyReported,
+    DecryptionFailed,
+    Duplicate,
+    RejectedMessage,
+    WrongLength,
+)
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
@@ -64,9 +78,11 @@ HOP_REJECTION_REASONS: tuple[str, ...] = (
     WrongLength.reason,
     Duplicate.reason,
     BATCH_FULL,
+    *(t.reason for t in CLIENT_AUTH_REJECTION_TYPES),
     DecryptionFailed.reason,
 )
-"""Every reason a hop rejects a message for, in the order the checks run."""
+"""Every reason a hop rejects a message for, in the order the checks run (the client
+authentication reasons stay 0 at later hops and without authentication)."""
 
 
 class BatchTooSmall(RuntimeError):  # noqa: N818 (names the condition, like the protocol's reasons)
@@ -118,7 +134,8 @@ class HopRound:
     Parameters (keyword-only, validated: InvalidParameterError naming the rule and the value):
     ``hop_index`` in [0, n_hops), ``n_hops >= 1``, ``round_id`` in [0, 2^64), ``private_key`` a
     nacl PrivateKey, ``expected_size >= 1`` (the round's batch size), ``min_batch`` in
-    [1, expected_size], ``rng`` the permutation's randomness (default: the OS CSPRNG).
+    [1, expected_size], ``rng`` the permutation's randomness (default: the OS CSPRNG),
+    ``verifier`` (hop 0 only) the round's client authentication, or None for none.
     """
 
     def __init__(
@@ -131,6 +148,7 @@ class HopRound:
         expected_size: int,
         min_batch: int,
         rng: RandomSource | None = None,
+        verifier: ClientVerifier | None = None,
     ) -> None:
         require_int("n_hops", n_hops, 1)
         require_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
@@ -147,7 +165,24 @@ class HopRound:
         self._expected_size = expected_size
         self._min_batch = min_batch
         self._rng: RandomSource = rng if rng is not None else SystemRandom()
-        self._screen = MessageScreen(message_length(hop_index, n_hops))
+        if verifier is not None:
+            if not isinstance(verifier, ClientVerifier):
+                raise InvalidParameterError(
+                    f"verifier must be a ClientVerifier or None, got {verifier!r}"
+                )
+            if hop_index != 0:
+                raise InvalidParameterError(
+                    f"client authentication is checked by hop 0 only, got hop_index {hop_index}"
+                )
+            if verifier.round_id != round_id:
+                raise InvalidParameterError(
+                    f"verifier must be for round {round_id}, got round {verifier.round_id}"
+                )
+        self._verifier = verifier
+        self._reported: set[int] = set()
+        self._onion_length = message_length(hop_index, n_hops)
+        envelope = ENVELOPE_SIZE if verifier is not None else 0
+        self._screen = MessageScreen(self._onion_length + envelope)
         self._held: list[bytes] = []
         self._accepted = 0
         self._rejected: dict[str, int] = dict.fromkeys(HOP_REJECTION_REASONS, 0)
@@ -179,6 +214,11 @@ class HopRound:
     def input_length(self) -> int:
         """The exact length of every message this hop accepts."""
         return self._screen.length
+
+    @property
+    def authenticated(self) -> bool:
+        """True if this hop checks client authenticators (hop 0 with a verifier)."""
+        return self._verifier is not None
 
     @property
     def accepted(self) -> int:
@@ -222,7 +262,7 @@ class HopRound:
         if self.is_full:
             return self._reject(BATCH_FULL)
         try:
-            inner = peel(data, self._key, expected_length=self._screen.length)
+            inner = peel(self._authenticate(data), self._key, expected_length=self._onion_length)
         except RejectedMessage as exc:
             return self._reject(exc.reason)
         self._held.append(inner)
@@ -269,14 +309,34 @@ class HopRound:
                 if self.is_full:
                     results[index] = self._reject(BATCH_FULL)
                     continue
-            pending.append((index, data))
+            try:
+                onion = self._authenticate(data)
+            except RejectedMessage as exc:
+                results[index] = self._reject(exc.reason)
+                continue
+            pending.append((index, onion))
         flush()
         return results
+
+    def _authenticate(self, data: bytes) -> bytes:
+        """The onion inside ``data``: ``data`` itself without client authentication, else the
+        envelope's onion once the tag verifies and the client has not reported yet this round
+        (the client is then marked as reported, whatever its onion turns out to hold: an
+        authentic client gets one try per round). Raises the RejectedMessage to count."""
+        if self._verifier is None:
+            return data
+        client_id, onion = self._verifier.open(data)
+        if client_id in self._reported:
+            raise ClientAlreadyReported(
+                f"client {client_id} already reported in round {self._round_id}"
+            )
+        self._reported.add(client_id)
+        return onion
 
     def _try_peel(self, data: bytes) -> bytes | str:
         """The peeled message, or the reason it does not open (thread-safe: no state)."""
         try:
-            return peel(data, self._key, expected_length=self._screen.length)
+            return peel(data, self._key, expected_length=self._onion_length)
         except RejectedMessage as exc:
             return exc.reason
 
@@ -293,6 +353,7 @@ class HopRound:
         self._closed = True
         held, self._held = self._held, []
         self._screen.forget()
+        self._reported = set()
         if self._accepted < self._min_batch:
             raise BatchTooSmall(
                 round_id=self._round_id,

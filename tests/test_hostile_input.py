@@ -654,6 +654,9 @@ def test_recorded_traffic_of_round_r_minus_1_replayed_at_every_stage(n_hops: int
             "duplicate": 6 if hop_index else 0,
             "batch-full": 0,
             "decryption-failed": 0,
+            "unknown-client": 0,  # no client authentication here
+            "bad-authenticator": 0,
+            "client-already-reported": 0,
         }
         messages = hop.close().messages
         assert len(messages) == 11

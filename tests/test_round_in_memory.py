@@ -299,6 +299,9 @@ def test_injected_junk_at_hop_0_is_rejected_by_reason() -> None:
         "duplicate": 50,
         BATCH_FULL: 0,
         "decryption-failed": 100,
+        "unknown-client": 0,  # client authentication is off in this test
+        "bad-authenticator": 0,
+        "client-already-reported": 0,
     }
     assert hop0.accepted + sum(hop0.rejected.values()) == len(stream) == N + len(junk)
     assert all(sum(o.rejected.values()) == 0 for o in result.hops[1:])
