@@ -11,6 +11,11 @@ that is the whole interface (:class:`Transport`):
 - ``async for message in messages()``: every received message, in arrival order, as
   :class:`Message`.
 
+A transport may also take acknowledgements (:class:`AcknowledgingTransport`, ``ack(message)``):
+over MQTT with manual acknowledgement the broker redelivers a QoS 1 message, after a crash and a
+reconnect with the same persistent session, until it is acknowledged, so a stage that must not
+lose what it received acknowledges only once that is on disk (a hop's journal).
+
 :class:`MemoryBroker` / :class:`MemoryTransport` implement it inside one event loop, for unit
 tests; :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
 :func:`publish_all` keeps a bounded number of publishes in flight, which is what makes MQTT
@@ -21,12 +26,13 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator, Iterable
-from dataclasses import dataclass
-from typing import Protocol
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
 
 from shuffledp.accountant.mechanism import require_int
 
 __all__ = [
+    "AcknowledgingTransport",
     "MemoryBroker",
     "MemoryTransport",
     "Message",
@@ -38,10 +44,16 @@ __all__ = [
 
 @dataclass(frozen=True, slots=True)
 class Message:
-    """One received message: its topic and its payload bytes."""
+    """One received message: its topic and its payload bytes.
+
+    ``ack_id``: what the transport needs to acknowledge it (the MQTT packet id of a QoS 1
+    delivery on a manually acknowledging connection), None when nothing is to be acknowledged;
+    not part of the message's identity (equality ignores it).
+    """
 
     topic: str
     payload: bytes
+    ack_id: int | None = field(default=None, compare=False)
 
 
 class Transport(Protocol):
@@ -52,6 +64,15 @@ class Transport(Protocol):
     async def subscribe(self, topic_filter: str) -> None: ...
 
     def messages(self) -> AsyncIterator[Message]: ...
+
+
+@runtime_checkable
+class AcknowledgingTransport(Transport, Protocol):
+    """A transport that takes acknowledgements: ``ack(message)`` tells the broker it may forget
+    ``message`` (a no-op for a message with ``ack_id`` None, or on a connection that acknowledges
+    by itself)."""
+
+    def ack(self, message: Message) -> None: ...
 
 
 async def publish_all(
@@ -154,6 +175,9 @@ class MemoryTransport:
     async def messages(self) -> AsyncIterator[Message]:
         while True:
             yield await self._queue.get()
+
+    def ack(self, message: Message) -> None:
+        """Nothing to do: the in-memory broker delivers exactly once and never redelivers."""
 
     def _deliver(self, topic: str, payload: bytes) -> None:
         if any(topic_matches(f, topic) for f in self._filters):

@@ -18,20 +18,35 @@
 
 The round log of a hop (in the END frame, the status and the process's log): accepted, rejected
 by reason, forwarded, whether the deadline closed the round, the randomness used, timings.
+
+Surviving a crash (``state_dir``; Mosquitto, see below): the hop keeps a journal
+(:mod:`~shuffledp.shuffler.journal`) and acknowledges each burst of inputs (client messages or
+upstream frames) only after the burst is on disk, so what the broker forgot is in the journal and
+what is not in the journal the broker delivers again. Before publishing anything downstream it
+journals the released batch. Restarted with the same arguments after a SIGKILL, it replays the
+journal (the same accepted messages, seen-set and counts; a redelivered message is then a
+``duplicate``), announces ``ready`` again and continues; if the batch had been released, it
+publishes exactly the same frames again. The journal is removed once the END frame is out. The
+transport must acknowledge manually over a persistent session with a client id stable across
+restarts (``MqttTransport(manual_ack=True, persistent_session=True)``); the embedded amqtt broker
+redelivers nothing after a reconnect, so this holds on Mosquitto only. A restarted hop's deadline
+counts from its new ``ready``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 from nacl.public import PrivateKey
 
 from shuffledp.accountant.mechanism import InvalidParameterError, require_int, require_positive
+from shuffledp.protocol.client_auth import ClientVerifier
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.record import MAX_ROUND_ID
@@ -48,9 +63,16 @@ from shuffledp.protocol.runtime import (
 )
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic, validate_prefix
-from shuffledp.protocol.transport import Transport, publish_all
+from shuffledp.protocol.transport import AcknowledgingTransport, Message, Transport, publish_all
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
+from shuffledp.shuffler.journal import (
+    ClosedBatch,
+    HopJournal,
+    JournalIdentity,
+    feed_inputs,
+    replay,
+)
 
 __all__ = ["HopResult", "HopSettings", "run_hop", "stage_name"]
 
@@ -61,6 +83,8 @@ PROGRESS_INTERVAL = 0.5
 OFFER_CHUNK = 4096
 """Messages peeled per worker-thread call (peeling runs off the event loop, which must keep
 answering the broker's keep-alives during a large batch)."""
+FRAME_BURST = 16
+"""Upstream frames (up to 256 KiB each) taken, journaled and acknowledged together."""
 
 
 def stage_name(hop_index: int, n_hops: int) -> str:
@@ -134,10 +158,16 @@ async def run_hop(
     *,
     rng: RandomSource | None = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
+    verifier: ClientVerifier | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> HopResult:
-    """Run hop ``settings.hop_index`` for one round (module docstring). Returns its result;
+    """Run hop ``settings.hop_index`` for one round (module docstring). ``verifier`` (hop 0
+    only): check one authentic report per enrolled client (HopRound). Returns its result;
     raises NotReadyError if the downstream never announced ready (nothing was published then),
-    InvalidParameterError for bad settings or key."""
+    InvalidParameterError for bad settings or key. ``state_dir``: keep a journal there and
+    acknowledge inputs only once journaled, resuming from an earlier run's journal (module
+    docstring; the transport must be an AcknowledgingTransport); JournalError if the journal
+    belongs to other settings, is in use by another process or cannot be written."""
     if not isinstance(settings, HopSettings):
         raise InvalidParameterError(f"settings must be HopSettings, got {type(settings).__name__}")
     source: RandomSource = rng if rng is not None else SystemRandom()
@@ -149,15 +179,56 @@ async def run_hop(
         expected_size=settings.expected_size,
         min_batch=settings.min_batch,
         rng=source,
+        verifier=verifier,
     )
-    async with peel_pool(settings.stage) as mapper:
-        return await _run_hop(transport, settings, hop, source, mapper, on_progress)
+    assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
+    journal: HopJournal | None = None
+    if state_dir is not None:
+        if not isinstance(transport, AcknowledgingTransport):
+            raise InvalidParameterError(
+                f"state_dir needs a transport that takes acknowledgements (ack), got "
+                f"{type(transport).__name__}"
+            )
+        if not getattr(transport, "manual_ack", True) or not getattr(
+            transport, "persistent_session", True
+        ):
+            # An automatic PUBACK, or a session the broker drops with the connection, would
+            # lose what was delivered but not yet journaled.
+            raise InvalidParameterError(
+                "state_dir needs a connection with manual acknowledgement and a persistent "
+                "session (MqttTransport(manual_ack=True, persistent_session=True)), got "
+                f"manual_ack={getattr(transport, 'manual_ack', None)}, "
+                f"persistent_session={getattr(transport, 'persistent_session', None)}"
+            )
+        identity = JournalIdentity(
+            prefix=settings.prefix,
+            round_id=settings.round_id,
+            hop_index=settings.hop_index,
+            n_hops=settings.n_hops,
+            input_length=hop.input_length,
+            expected_size=settings.expected_size,
+            min_batch=settings.min_batch,
+            key_id=JournalIdentity.key_id_of(bytes(private_key.public_key)),
+        )
+        journal = await asyncio.to_thread(HopJournal.open, state_dir, identity)
+    try:
+        async with peel_pool(settings.stage) as mapper:
+            if journal is not None and journal.contents.closed is None:
+                await asyncio.to_thread(replay, journal.contents, hop, assembler, mapper=mapper)
+            return await _run_hop(
+                transport, settings, hop, assembler, journal, source, mapper, on_progress
+            )
+    finally:
+        if journal is not None:
+            journal.close()
 
 
 async def _run_hop(
     transport: Transport,
     settings: HopSettings,
     hop: HopRound,
+    assembler: FrameAssembler | None,
+    journal: HopJournal | None,
     source: RandomSource,
     mapper: Mapper,
     on_progress: Callable[[dict[str, Any]], None] | None,
@@ -165,15 +236,61 @@ async def _run_hop(
     stage = settings.stage
     ingress, egress = settings.ingress, settings.egress  # built once: topics validate the prefix
     downstream_status = status_topic(settings.prefix, settings.round_id, settings.downstream)
-    assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
-    log: dict[str, Any] = {"stage": stage, "randomness": source.name}
+    item_length = message_length(settings.hop_index + 1, settings.n_hops)
+    log: dict[str, Any] = {
+        "stage": stage,
+        "randomness": source.name,
+        "clients_authenticated": hop.authenticated,
+    }
     downstream_ready = False
     upstream_aborted: str | None = None
+    acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
+    resumed = journal.contents.closed if journal is not None else None
+    if journal is not None:
+        log["journal"] = {
+            "resumed_inputs": journal.contents.inputs,
+            "resumed_closed": resumed is not None,
+            "dropped_bytes": journal.contents.dropped_bytes,
+        }
 
     def note_status(payload: bytes) -> None:
         nonlocal downstream_ready
         body = decode_json(payload)  # an empty payload: the status was cleared, the stage left
         downstream_ready = body is not None and body.get("state") in READY_STATES
+
+    def settle(messages: Iterable[Message]) -> None:
+        """Acknowledge ``messages``: the broker may forget them (they are journaled or were not
+        to be kept). Every message is settled, else the broker's window of unacknowledged
+        messages fills up and it stops delivering, the downstream's status included."""
+        if acknowledging is not None:
+            for message in messages:
+                acknowledging.ack(message)
+
+    def collected_all() -> bool:
+        """Hop 0: the batch is full; a later hop: the upstream's batch is complete."""
+        return hop.is_full if assembler is None else assembler.complete
+
+    async def take(messages: list[Message]) -> None:
+        """Offer a burst of inputs and journal it (in parallel threads), then acknowledge it."""
+        payloads = [message.payload for message in messages]
+        if journal is None and assembler is None and len(payloads) < 64:
+            feed_inputs(hop, None, payloads)  # a thread hop would cost more than the peeling
+        elif journal is None:
+            await asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper)
+        else:
+            await asyncio.gather(
+                asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper),
+                asyncio.to_thread(journal.append_inputs, payloads),
+            )
+        settle(messages)
+
+    def journal_log() -> None:
+        if journal is not None:
+            log["journal"].update(
+                syncs=journal.syncs,
+                bytes=journal.bytes_written,
+                sync_seconds=round(journal.sync_seconds, 6),
+            )
 
     async with (
         Inbox(transport, name=f"{stage}-inbox") as inbox,
@@ -194,9 +311,11 @@ async def _run_hop(
                 on_progress(counts)
             await publish_progress(transport, settings.prefix, settings.round_id, stage, **counts)
 
-        # --- collect ---------------------------------------------------------------------
+        # --- collect (nothing to collect if the batch was released before a restart) -----
         first_arrival: float | None = None
-        while True:
+        if assembler is not None and assembler.frames_received:  # resumed from the journal
+            first_arrival = started
+        while resumed is None and not collected_all():
             now = time.monotonic()
             close_at = closing_time(
                 stage_index=settings.hop_index,
@@ -213,66 +332,74 @@ async def _run_hop(
             message = await inbox.get(min(close_at, next_progress) - now)
             if message is None:
                 continue
-            if message.topic == downstream_status:
-                note_status(message.payload)
-                continue
-            if message.topic != ingress:
+            # Take every message that has already arrived and offer them together (one thread
+            # hop, parallel peeling, one journal fsync for the burst).
+            burst_limit = OFFER_CHUNK if assembler is None else FRAME_BURST
+            inputs: list[Message] = []
+            others: list[Message] = []
+            for item in [message, *inbox.drain(burst_limit - 1)]:
+                if item.topic == ingress:
+                    inputs.append(item)
+                else:
+                    if item.topic == downstream_status:
+                        note_status(item.payload)
+                    others.append(item)
+            settle(others)
+            if not inputs:
                 continue
             if first_arrival is None:
                 first_arrival = time.monotonic()
-            if assembler is None:
-                # Hop 0: one message per client. Take every message that has already arrived
-                # and offer them together (one thread hop and parallel peeling for a burst).
-                burst = [message, *inbox.drain(OFFER_CHUNK - 1)]
-                payloads = []
-                for item in burst:
-                    if item.topic == ingress:
-                        payloads.append(item.payload)
-                    elif item.topic == downstream_status:
-                        note_status(item.payload)
-                if len(payloads) < 64:
-                    hop.offer_many(payloads)
-                else:
-                    await asyncio.to_thread(hop.offer_many, payloads, mapper=mapper)
-                if hop.is_full:
-                    break
-                continue
-            items = list(assembler.add(message.payload))
-            for start in range(0, len(items), OFFER_CHUNK):
-                chunk = items[start : start + OFFER_CHUNK]
-                await asyncio.to_thread(hop.offer_many, chunk, mapper=mapper)
-            if assembler.complete:
-                aborted = (assembler.log or {}).get("aborted")
-                if aborted:
-                    upstream_aborted = str(aborted)
-                break
+            await take(inputs)
+        if assembler is not None and assembler.complete:
+            aborted = (assembler.log or {}).get("aborted")
+            if aborted:
+                upstream_aborted = str(aborted)
         collected = time.monotonic()
-        await progress()
+        if resumed is None:
+            await progress()
 
         # --- close -----------------------------------------------------------------------
         stages: dict[str, Any] = {}
-        if assembler is not None:
-            stages.update((assembler.log or {}).get("stages", {}))
-            log["frames_rejected"] = dict(assembler.rejected)
-            log["upstream_complete"] = assembler.complete
-        log["timed_out"] = timed_out
         refused: str | None = None
         messages: list[bytes] = []
-        if upstream_aborted is not None:
-            refused = f"upstream refused the round: {upstream_aborted}"
+        if resumed is not None:
+            # Released before the restart: the same batch, order and logs again.
+            messages, refused = resumed.messages, resumed.refused
+            log = {**resumed.log, "journal": log["journal"]}
+            stages = {**resumed.stages, stage: log}
+            timed_out = bool(log.get("timed_out"))
         else:
-            try:
-                output = await asyncio.to_thread(hop.close)
-                messages = output.messages
-            except BatchTooSmall as exc:
-                refused = str(exc)
-        log.update(
-            accepted=hop.accepted,
-            rejected=hop.rejected,
-            forwarded=len(messages),
-            collect_seconds=round(collected - started, 6),
-        )
-        stages[stage] = log
+            if assembler is not None:
+                stages.update((assembler.log or {}).get("stages", {}))
+                log["frames_rejected"] = dict(assembler.rejected)
+                log["upstream_complete"] = assembler.complete
+            log["timed_out"] = timed_out
+            if upstream_aborted is not None:
+                refused = f"upstream refused the round: {upstream_aborted}"
+            else:
+                try:
+                    output = await asyncio.to_thread(hop.close)
+                    messages = output.messages
+                except BatchTooSmall as exc:
+                    refused = str(exc)
+            log.update(
+                accepted=hop.accepted,
+                rejected=hop.rejected,
+                forwarded=len(messages),
+                collect_seconds=round(collected - started, 6),
+            )
+            stages[stage] = log
+            if journal is not None:
+                # On disk before the first frame goes out: a restart publishes these again.
+                journal_log()
+                batch = ClosedBatch(
+                    messages=messages,
+                    item_length=item_length,
+                    refused=refused,
+                    log=log,
+                    stages=stages,
+                )
+                await asyncio.to_thread(journal.append_closed, batch)
         end_log: dict[str, Any] = {"stages": stages, "aborted": refused}
 
         # --- forward ---------------------------------------------------------------------
@@ -294,10 +421,11 @@ async def _run_hop(
                     f"same broker, with prefix {settings.prefix!r}?)"
                 )
             message = await inbox.get(remaining)
-            if message is not None and message.topic == downstream_status:
-                note_status(message.payload)
+            if message is not None:
+                settle([message])
+                if message.topic == downstream_status:
+                    note_status(message.payload)
 
-        item_length = message_length(settings.hop_index + 1, settings.n_hops)
         frames = encode_batch(messages, round_id=settings.round_id, item_length=item_length)
         await publish_all(transport, ((egress, frame) for frame in frames))
         log["forward_seconds"] = round(time.monotonic() - collected, 6)
@@ -311,6 +439,9 @@ async def _run_hop(
                 log=end_log,
             ),
         )
+        if journal is not None:
+            journal_log()
+            await asyncio.to_thread(journal.remove)  # forwarded: nothing left to recover
         state = "refused" if refused else "done"
         await publish_state(transport, settings.prefix, settings.round_id, stage, state, log=log)
     if refused:
@@ -319,9 +450,9 @@ async def _run_hop(
         "%s round %d: accepted %d, forwarded %d, rejected %s%s",
         stage,
         settings.round_id,
-        hop.accepted,
+        log.get("accepted", 0),
         len(messages),
-        hop.rejected,
+        log.get("rejected", {}),
         " (deadline)" if timed_out else "",
     )
     return HopResult(log=log, refused=refused, stages=stages)
