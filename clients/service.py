@@ -27,7 +27,9 @@ from shuffledp.accountant.mechanism import (
     require_int,
     require_positive,
 )
+from shuffledp.clients.chaos import ChaosBatch, make_chaos_messages
 from shuffledp.clients.client import make_client_messages
+from shuffledp.protocol.client_auth import ProcessCredentials
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import (
     READY_STATES,
@@ -83,9 +85,17 @@ async def run_clients(
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
     rng: RandomSource | None = None,
+    credentials: ProcessCredentials | None = None,
+    chaos: int = 0,
 ) -> dict[str, Any]:
     """Send one report per value (module docstring); returns ``{"sent", "seconds",
-    "randomness"}``. Raises NotReadyError if hop 0 does not announce ready within
+    "randomness", "authenticated"}``. With ``credentials`` (client authentication) the i-th
+    value is reported by this process's i-th client, in its authenticator envelope.
+
+    ``chaos`` > 0 (needs ``credentials``; simulations only): also inject that many hostile
+    messages (:mod:`shuffledp.clients.chaos`) after the genuine reports they derive from and
+    before this process's last report; the result then has ``injected`` (by kind) and
+    ``expected_rejections`` (by reason, at hop 0). Raises NotReadyError if hop 0 does not announce ready within
     ``settings.ready_timeout`` seconds (then nothing was sent), InvalidParameterError for a
     value outside [0, k) (checked for all values before anything is sent)."""
     source: RandomSource = rng if rng is not None else SystemRandom()
@@ -97,21 +107,41 @@ async def run_clients(
     if data.size and (int(data.min()) < 0 or int(data.max()) >= settings.k):
         bad = data[(data < 0) | (data >= settings.k)][0]
         raise InvalidParameterError(f"every value must be in [0, k) = [0, {settings.k}), got {bad}")
+    require_int("chaos", chaos, 0)
+    if chaos and credentials is None:
+        raise InvalidParameterError(
+            "chaos needs client authentication (credentials): without it injected second "
+            "reports would be taken as reports"
+        )
+    if chaos and data.size < 2:
+        raise InvalidParameterError(
+            f"chaos needs a process hosting at least 2 clients, got {data.size}"
+        )
     hops = list(hop_public_keys)
     ingress = ingress_topic(settings.prefix, settings.round_id, 0)
     hop0_status = status_topic(settings.prefix, settings.round_id, "hop-0")
     stage = settings.name
 
-    def seal(chunk: npt.NDArray[Any]) -> list[bytes]:
+    def seal(start: int, chunk: npt.NDArray[Any], round_id: int | None = None) -> list[bytes]:
         return make_client_messages(
             chunk,
             k=settings.k,
             eps0=settings.eps0,
-            round_id=settings.round_id,
+            round_id=settings.round_id if round_id is None else round_id,
             hop_public_keys=hops,
             analyzer_public_key=analyzer_public_key,
             rng=source,
+            credentials=None
+            if credentials is None
+            else [credentials.credential(start + i) for i in range(len(chunk))],
         )
+
+    # Another round for chaos "old-round" reports: the previous one (or the next, for round 0).
+    other_round = settings.round_id - 1 if settings.round_id > 0 else settings.round_id + 1
+
+    def fresh_report(index: int, old_round: bool) -> bytes:
+        """A new authentic message of client ``index`` (it already reported: chaos only)."""
+        return seal(index, data[index : index + 1], other_round if old_round else None)[0]
 
     async with (
         Inbox(transport, name=f"{stage}-inbox") as inbox,
@@ -146,29 +176,57 @@ async def run_clients(
         started = time.monotonic()
         total = int(data.size)
         sent = 0
-        chunks = [data[i : i + CHUNK] for i in range(0, total, CHUNK)]
-        pending = asyncio.create_task(asyncio.to_thread(seal, chunks[0])) if chunks else None
+        starts = list(range(0, total, CHUNK))
+        chunks = [data[i : i + CHUNK] for i in starts]
+        pending = asyncio.create_task(asyncio.to_thread(seal, 0, chunks[0])) if chunks else None
         last_progress = 0.0
+        sources: list[bytes] = []
+        chaos_batch: ChaosBatch | None = None
         for index in range(len(chunks)):
             assert pending is not None
             messages = await pending
             pending = (
-                asyncio.create_task(asyncio.to_thread(seal, chunks[index + 1]))
+                asyncio.create_task(asyncio.to_thread(seal, starts[index + 1], chunks[index + 1]))
                 if index + 1 < len(chunks)
                 else None
             )
+            held_back: list[bytes] = []
+            if chaos and index + 1 == len(chunks):
+                messages, held_back = messages[:-1], messages[-1:]
             sent += await publish_all(
                 transport,
                 ((ingress, message) for message in messages),
                 max_in_flight=settings.max_in_flight,
             )
+            if chaos and not sources:
+                sources = list(messages)
+            if held_back:
+                chaos_batch = await asyncio.to_thread(
+                    make_chaos_messages, genuine=sources, count=chaos, fresh_report=fresh_report
+                )
+                await publish_all(
+                    transport,
+                    ((ingress, message) for message in chaos_batch.messages),
+                    max_in_flight=settings.max_in_flight,
+                )
+                sent += await publish_all(
+                    transport, ((ingress, m) for m in held_back), max_in_flight=1
+                )
             if time.monotonic() - last_progress >= PROGRESS_INTERVAL or sent == total:
                 last_progress = time.monotonic()
                 await publish_progress(
                     transport, settings.prefix, settings.round_id, stage, sent=sent, total=total
                 )
         seconds = time.monotonic() - started
-        result = {"sent": sent, "seconds": round(seconds, 6), "randomness": source.name}
+        result = {
+            "sent": sent,
+            "seconds": round(seconds, 6),
+            "randomness": source.name,
+            "authenticated": credentials is not None,
+        }
+        if chaos_batch is not None:
+            result["injected"] = chaos_batch.injected
+            result["expected_rejections"] = chaos_batch.expected_rejections
         await publish_state(transport, settings.prefix, settings.round_id, stage, "done", **result)
     logger.info("%s round %d: sent %d reports in %.2f s", stage, settings.round_id, sent, seconds)
     return result

@@ -6,7 +6,8 @@ subscription uses QoS 1 (at least once): a duplicate delivery is caught by the s
 and counted, while QoS 0 could lose a report silently. Publishing waits for the broker's PUBACK;
 :func:`~shuffledp.protocol.transport.publish_all` keeps many in flight, bounded by
 ``max_in_flight`` (paho-mqtt overwrites QoS 1 messages silently past 65,535 unacknowledged ones,
-TRANSPORT.md, so the bound also protects against that).
+TRANSPORT.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
+TLS (:class:`MqttTransport`, :mod:`shuffledp.tls`).
 
 Why aiomqtt: the maintained asyncio MQTT client (successor of asyncio-mqtt) on top of paho-mqtt.
 """
@@ -16,29 +17,44 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import os
 import re
 import socket
 import ssl
+import time
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from types import TracebackType
 from typing import Self
 
 import aiomqtt
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.accountant.mechanism import InvalidParameterError, require_int, require_positive
 from shuffledp.protocol.transport import Message
 
-__all__ = ["MqttConnectionError", "MqttTransport", "parse_broker_url"]
+__all__ = [
+    "BrokerAddress",
+    "MqttConnectionError",
+    "MqttTransport",
+    "parse_broker_address",
+    "parse_broker_url",
+]
 
 QOS = 1
 #: Seconds a connection left on an error or cancellation waits for the broker's goodbye.
 ABORT_DISCONNECT_SECONDS = 2.0
 DEFAULT_PORT = 1883
+DEFAULT_TLS_PORT = 8883
+#: Seconds to wait for the broker's CONNACK, SUBACK or PUBACK (aiomqtt's own default).
+DEFAULT_TIMEOUT = 10.0
+_SCHEME_PORTS = {"mqtt": DEFAULT_PORT, "mqtts": DEFAULT_TLS_PORT}
 
 # aiomqtt logs a warning for every publish once more than 10 are pending; with a bounded number
 # in flight that is the intended state, so its logger only passes errors.
 _QUIET = logging.getLogger("shuffledp.mqtt")
 _QUIET.setLevel(logging.ERROR)
+#: Says when a connection is lost and re-established (``reconnect_timeout``).
+_RECONNECT_LOG = logging.getLogger("shuffledp.reconnect")
 
 
 class MqttConnectionError(RuntimeError):
@@ -49,45 +65,60 @@ _PORT_RE = re.compile(r"[0-9]{1,5}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
 
-def parse_broker_url(url: str) -> tuple[str, int]:
-    """(host, port) of ``mqtt://host[:port]`` (port 1883 if omitted).
+@dataclass(frozen=True, slots=True, kw_only=True)
+class BrokerAddress:
+    """Where a broker URL points: ``tls`` is True for ``mqtts://`` (MQTT over TLS)."""
+
+    host: str
+    port: int
+    tls: bool
+
+
+def parse_broker_address(url: str) -> BrokerAddress:
+    """The :class:`BrokerAddress` of ``mqtt://host[:port]`` (plain; port 1883 if omitted) or
+    ``mqtts://host[:port]`` (TLS; port 8883 if omitted), the IANA ports of MQTT and of MQTT over
+    TLS. The scheme is case-insensitive.
 
     Anything else raises InvalidParameterError naming the rule and the value: another scheme
-    (mqtts://, tcp://, http://; TLS is not supported), no host, a port outside 1..65535, or a
-    path, query, fragment or user credentials. An IPv6 host is written in brackets,
-    ``mqtt://[::1]:1883``, and returned without them.
+    (tcp://, ssl://, http://), no host, a port outside 1..65535, or a path, query, fragment or
+    user credentials. An IPv6 host is written in brackets, ``mqtt://[::1]:1883``, and returned
+    without them.
     """
     if not isinstance(url, str):
-        raise InvalidParameterError(f"broker URL must be a string mqtt://host[:port], got {url!r}")
+        raise InvalidParameterError(
+            f"broker URL must be a string mqtt[s]://host[:port], got {url!r}"
+        )
     if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
         raise InvalidParameterError(f"broker URL must not contain whitespace, got {url!r}")
     scheme, sep, rest = url.partition("://")
-    if not sep or scheme.lower() != "mqtt":
+    if not sep or scheme.lower() not in _SCHEME_PORTS:
         raise InvalidParameterError(
-            f"broker URL must start with mqtt:// (form mqtt://host[:port]; TLS, mqtts://, is not "
-            f"supported), got {url!r}"
+            f"broker URL must start with mqtt:// or mqtts:// (form mqtt://host[:port], or "
+            f"mqtts://host[:port] for TLS), got {url!r}"
         )
+    tls = scheme.lower() == "mqtts"
     netloc, _, tail = _split_netloc(rest)
     if tail:
         raise InvalidParameterError(
-            f"broker URL must have no path, query or fragment (form mqtt://host[:port]), "
+            f"broker URL must have no path, query or fragment (form mqtt[s]://host[:port]), "
             f"got {url!r}"
         )
     if "@" in netloc:
         raise InvalidParameterError(
-            f"broker URL must not contain user credentials (form mqtt://host[:port]), got {url!r}"
+            f"broker URL must not contain user credentials (form mqtt[s]://host[:port]), "
+            f"got {url!r}"
         )
     host, port_text = _split_host_port(netloc)
     if not host:
         raise InvalidParameterError(
-            f"broker URL must name a host (form mqtt://host[:port]), got {url!r}"
+            f"broker URL must name a host (form mqtt[s]://host[:port]), got {url!r}"
         )
     if not _HOST_RE.fullmatch(host):
         raise InvalidParameterError(
             f"broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
         )
     if port_text is None:
-        port = DEFAULT_PORT
+        port = _SCHEME_PORTS[scheme.lower()]
     elif _PORT_RE.fullmatch(port_text) and 1 <= int(port_text) <= 65535:
         port = int(port_text)
     else:
@@ -102,7 +133,14 @@ def parse_broker_url(url: str) -> tuple[str, int]:
             raise InvalidParameterError(
                 f"broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
             ) from None
-    return host, port
+    return BrokerAddress(host=host, port=port, tls=tls)
+
+
+def parse_broker_url(url: str) -> tuple[str, int]:
+    """(host, port) of a broker URL, ``mqtt://host[:port]`` or ``mqtts://host[:port]``; see
+    :func:`parse_broker_address`, which also says whether the URL asks for TLS."""
+    address = parse_broker_address(url)
+    return address.host, address.port
 
 
 def _split_netloc(rest: str) -> tuple[str, str, str]:
@@ -130,15 +168,70 @@ def _split_host_port(netloc: str) -> tuple[str, str | None]:
     return host, port
 
 
+def _tls_settings(
+    url: str,
+    tls: bool,
+    tls_context: ssl.SSLContext | None,
+    tls_ca: str | os.PathLike[str] | None,
+) -> tuple[ssl.SSLContext | None, str | None]:
+    """(the SSL context to connect with, what it trusts in words) for ``MqttTransport``."""
+    if not tls:
+        given = [
+            name for name, value in (("tls_context", tls_context), ("tls_ca", tls_ca)) if value
+        ]
+        if given:
+            raise InvalidParameterError(
+                f"{' and '.join(given)} given, but broker URL {url!r} is plain mqtt:// (TLS "
+                f"needs mqtts://host[:port]); use an mqtts:// URL or drop {' and '.join(given)}"
+            )
+        return None, None
+    if tls_context is not None and tls_ca is not None:
+        raise InvalidParameterError(
+            f"tls_context and tls_ca must not both be given (one source of trust for {url!r}), "
+            f"got tls_ca {os.fspath(tls_ca)!r} and a context"
+        )
+    if tls_context is not None:
+        return tls_context, "the given TLS context"
+    # Imported here: shuffledp.tls needs `cryptography`, which plain connections never load.
+    from shuffledp.tls import client_tls_context, system_tls_context
+
+    if tls_ca is not None:
+        return client_tls_context(tls_ca), f"the CA file {os.fspath(tls_ca)}"
+    return system_tls_context(), "the system's default trust store"
+
+
 class MqttTransport:
     """A connection to an MQTT broker; see the module docstring.
 
     ``client_id`` must be unique among the broker's connected clients (MQTT disconnects the
     older one otherwise). ``max_in_flight`` bounds paho's unacknowledged QoS 1 messages.
+    ``timeout``: seconds to wait for the broker's answer to a connect, subscribe or publish.
     ``will_topic``: a topic whose retained message the broker deletes if this connection is lost
     without a clean disconnect (a stage passes its status topic). ``username``/``password``: the
     broker account (:mod:`shuffledp.access`; both or neither); a broker that refuses them makes
     entering the block raise MqttConnectionError naming the user (never the password).
+
+    Surviving a crash (a hop with a journal): ``persistent_session=True`` connects with MQTT
+    3.1.1 CleanSession = 0, so the broker keeps this ``client_id``'s subscriptions and queues
+    QoS 1 messages while the process is down (the id must then be stable across restarts and
+    unique to the stage); a clean exit of the block ends the session. ``manual_ack=True`` sends
+    no PUBACK until :meth:`ack` is called for the message: the broker delivers an unacknowledged
+    message again to the next connection of the session. Both need Mosquitto: the embedded amqtt
+    broker (0.12) redelivers neither unacknowledged nor queued messages after a reconnect.
+    ``reconnect_timeout`` > 0 (persistent sessions only): a lost connection (the broker
+    restarted) is re-established for up to that many seconds instead of raising; a publish that
+    failed is sent again (at least once), :meth:`messages` continues with what the resumed
+    session delivers. Lossless only if the broker kept the sessions (Mosquitto with
+    ``persistence true``, restarted gracefully) and every stage has one.
+
+    TLS: an ``mqtts://`` URL connects over TLS (>= 1.2, the host name checked against the
+    broker's certificate) and trusts ``tls_context`` if given, else the CA certificates of the
+    PEM file ``tls_ca`` (:func:`shuffledp.tls.client_tls_context`, e.g. a key directory's
+    ``tls/ca.pem``), else the system's default trust store. A certificate that does not verify
+    makes entering the block raise MqttConnectionError saying so and against what it was
+    checked. InvalidParameterError for ``tls_context`` or ``tls_ca`` with a plain ``mqtt://``
+    URL (which would silently not be used), for both at once, or for a bad ``tls_ca`` file
+    (:class:`shuffledp.tls.TlsError`, naming the file).
     """
 
     def __init__(
@@ -151,12 +244,21 @@ class MqttTransport:
         will_topic: str | None = None,
         username: str | None = None,
         password: str | None = None,
+        tls_ca: str | os.PathLike[str] | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        manual_ack: bool = False,
+        persistent_session: bool = False,
+        reconnect_timeout: float = 0.0,
     ) -> None:
-        self.host, self.port = parse_broker_url(url)
+        address = parse_broker_address(url)
+        self.host, self.port, self.tls = address.host, address.port, address.tls
         self.url = url
+        tls_context, self.trust = _tls_settings(url, address.tls, tls_context, tls_ca)
         if not isinstance(client_id, str) or not client_id:
             raise InvalidParameterError(f"client_id must be a non-empty string, got {client_id!r}")
         require_int("max_in_flight", max_in_flight, 1, 65535, bound="[1, 65535]")
+        require_positive("timeout", timeout)
+        self.timeout = float(timeout)
         if (username is None) != (password is None):
             raise InvalidParameterError(
                 "username and password must be given together (both or neither), got "
@@ -165,6 +267,32 @@ class MqttTransport:
             )
         self.client_id = client_id
         self.username = username
+        for name, flag in (("manual_ack", manual_ack), ("persistent_session", persistent_session)):
+            if not isinstance(flag, bool):
+                raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
+        self.manual_ack = manual_ack
+        self.persistent_session = persistent_session
+        if isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float):
+            raise InvalidParameterError(
+                f"reconnect_timeout must be a number of seconds, got {reconnect_timeout!r}"
+            )
+        if not 0 <= reconnect_timeout < float("inf"):
+            raise InvalidParameterError(
+                f"reconnect_timeout must be finite and >= 0 (0: no reconnect), got "
+                f"{reconnect_timeout!r}"
+            )
+        if reconnect_timeout and not persistent_session:
+            raise InvalidParameterError(
+                "reconnect_timeout needs persistent_session=True (without a session, what the "
+                f"broker received while this client was away is lost), got {reconnect_timeout!r}"
+            )
+        self.reconnect_timeout = float(reconnect_timeout)
+        self.reconnects = 0
+        self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
+        self._reconnecting: asyncio.Lock | None = None
+        self._subscriptions: list[str] = []
+        # What a clean connection needs to end the persistent session (__aexit__).
+        self._session_login = (tls_context, username, password)
         transport = self
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
@@ -177,33 +305,71 @@ class MqttTransport:
                 super().__init__(maxsize)
                 transport._queue = self
 
-        self._client = aiomqtt.Client(
-            self.host,
-            self.port,
-            identifier=client_id,
-            logger=_QUIET,
-            max_inflight_messages=max_in_flight,
-            keepalive=60,
-            queue_type=_IncomingQueue,
-            tls_context=tls_context,
-            username=username,
-            password=password,
-            # If the process dies without disconnecting, the broker publishes this: an empty
-            # retained payload, which deletes the stage's retained status (no stale "ready").
-            will=None
-            if will_topic is None
-            else aiomqtt.Will(will_topic, b"", qos=QOS, retain=True),
-        )
+        def make_client() -> aiomqtt.Client:
+            """An aiomqtt client with these settings (each reconnection takes a fresh one)."""
+            client = aiomqtt.Client(
+                self.host,
+                self.port,
+                identifier=client_id,
+                # MQTT 3.1.1 CleanSession = 0: the broker keeps the subscriptions and queues QoS 1
+                # messages while the client is away; None lets paho use its default (clean).
+                clean_session=False if persistent_session else None,
+                logger=_QUIET,
+                max_inflight_messages=max_in_flight,
+                keepalive=60,
+                timeout=self.timeout,
+                queue_type=_IncomingQueue,
+                tls_context=tls_context,
+                username=username,
+                password=password,
+                # If the process dies without disconnecting, the broker publishes this: an empty
+                # retained payload, which deletes the stage's retained status (no stale "ready").
+                will=None
+                if will_topic is None
+                else aiomqtt.Will(will_topic, b"", qos=QOS, retain=True),
+            )
+            if manual_ack:
+                # paho then sends no PUBACK by itself: ack() does, once the stage has kept the
+                # message (aiomqtt has no API for this; the paho client underneath has).
+                client._client.manual_ack_set(True)
+            return client
+
+        self._make_client = make_client
+        self._client = make_client()
 
     async def __aenter__(self) -> Self:
         try:
             await self._client.__aenter__()
         except aiomqtt.MqttError as exc:
             who = "anonymously" if self.username is None else f"as user {self.username!r}"
-            raise MqttConnectionError(
-                f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} "
-                f"({who}): {exc}"
-            ) from exc
+            where = f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} ({who})"
+            # aiomqtt raises MqttError(str(error)) from None: the TLS error is the context.
+            cause = exc.__cause__ or exc.__context__
+            if isinstance(cause, ssl.SSLCertVerificationError):
+                reason = cause.verify_message or cause.reason or "verification failed"
+                message = (
+                    f"{where}: the broker's TLS certificate did not verify against {self.trust}: "
+                    f"{reason}"
+                )
+            elif isinstance(cause, ssl.SSLError) or (
+                self.tls and isinstance(cause, ConnectionResetError)
+            ):
+                # A plain listener answers a TLS ClientHello by closing the connection.
+                detail = getattr(cause, "reason", None) or cause
+                message = (
+                    f"{where}: the TLS handshake failed ({detail}); is the port a TLS listener? "
+                    f"(a plain one needs mqtt://)"
+                )
+            elif not self.tls and isinstance(cause, TimeoutError):
+                # aiomqtt ignores a connection closed before the CONNACK and waits the full
+                # timeout: what a TLS listener does with a plain CONNECT.
+                message = (
+                    f"{where}: no answer to the MQTT CONNECT within {self.timeout:g} s ({exc}); "
+                    f"if the port is a TLS listener, use mqtts://"
+                )
+            else:
+                message = f"{where}: {exc}"
+            raise MqttConnectionError(" ".join(message.split())) from exc
         return self
 
     async def __aexit__(
@@ -215,6 +381,8 @@ class MqttTransport:
         if exc_type is None:
             with contextlib.suppress(aiomqtt.MqttError):  # already disconnected: nothing to do
                 await self._client.__aexit__(exc_type, exc, traceback)
+            if self.persistent_session:
+                await self._end_session()
             return
         # Leaving on an error or a cancellation (Ctrl-C): a polite DISCONNECT gets a short
         # while, not aiomqtt's 10 s, so that shutting down is never held up by a slow broker.
@@ -222,37 +390,132 @@ class MqttTransport:
             async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
                 await self._client.__aexit__(exc_type, exc, traceback)
 
+    async def _end_session(self) -> None:
+        """Make the broker forget this client's persistent session (its subscriptions and
+        queued messages): MQTT 3.1.1 ends a session by a connection with CleanSession = 1 under
+        the same client id. Best effort: a failure leaves a session that the next clean run
+        of the same id ends."""
+        tls_context, username, password = self._session_login
+        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+            async with (
+                asyncio.timeout(ABORT_DISCONNECT_SECONDS + self.timeout),
+                aiomqtt.Client(
+                    self.host,
+                    self.port,
+                    identifier=self.client_id,
+                    clean_session=True,
+                    logger=_QUIET,
+                    timeout=self.timeout,
+                    tls_context=tls_context,
+                    username=username,
+                    password=password,
+                ),
+            ):
+                pass
+
+    def ack(self, message: Message) -> None:
+        """Acknowledge ``message`` (send its PUBACK): until then, and across a crash with a
+        persistent session, the broker keeps it and delivers it again. A no-op without
+        ``manual_ack`` or for a message with nothing to acknowledge (QoS 0)."""
+        if not self.manual_ack or message.ack_id is None:
+            return
+        self._client._client.ack(message.ack_id, QOS)
+
+    async def _reconnect(self, generation: int, lost: aiomqtt.MqttError, failure: str) -> None:
+        """Connect again after the connection ``generation`` was lost (``failure`` says what
+        failed; once for all the tasks that noticed), retrying with a growing pause (0.1 s doubling to 2 s) for
+        at most ``reconnect_timeout`` seconds; then MqttConnectionError. The session resumes:
+        the broker redelivers what was not acknowledged and what it queued meanwhile."""
+        if self.reconnect_timeout <= 0:
+            raise MqttConnectionError(f"{failure}: {lost}") from lost
+        if self._reconnecting is None:
+            self._reconnecting = asyncio.Lock()
+        async with self._reconnecting:
+            if self._generation != generation:
+                return  # another task reconnected meanwhile
+            _RECONNECT_LOG.warning("connection to %s lost (%s); reconnecting", self.url, lost)
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
+                    await self._client.__aexit__(None, None, None)
+            # aiomqtt keeps the loss in a future nobody awaits once the client is dropped:
+            # take it, or asyncio logs "Future exception was never retrieved".
+            lost_future = getattr(self._client, "_disconnected", None)
+            if isinstance(lost_future, asyncio.Future) and lost_future.done():
+                with contextlib.suppress(asyncio.CancelledError):
+                    lost_future.exception()
+            # A fresh aiomqtt client per attempt (reusing one after a lost connection leaves its
+            # connected-future set: it would return before the CONNACK). Messages it received
+            # but nobody took yet move to the new client's queue.
+            leftover = self._queue
+            give_up = time.monotonic() + self.reconnect_timeout
+            pause = 0.1
+            while True:
+                try:
+                    self._client = self._make_client()
+                    await self._client.__aenter__()
+                    break
+                except aiomqtt.MqttError as exc:
+                    if time.monotonic() + pause > give_up:
+                        raise MqttConnectionError(
+                            f"{failure}: {lost}; not reconnected within "
+                            f"{self.reconnect_timeout:g} s: {exc}"
+                        ) from exc
+                    await asyncio.sleep(pause)
+                    pause = min(2 * pause, 2.0)
+            while leftover is not None and self._queue is not None and not leftover.empty():
+                self._queue.put_nowait(leftover.get_nowait())
+            self._generation += 1
+            self.reconnects += 1
+            # The session kept the subscriptions; subscribing again is harmless and covers a
+            # broker that lost its state (it then also sends the retained messages again).
+            for topic_filter in self._subscriptions:
+                await self._client.subscribe(topic_filter, qos=QOS)
+
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
-        try:
-            await self._client.publish(topic, bytes(payload), qos=QOS, retain=retain)
-        except aiomqtt.MqttError as exc:
-            raise MqttConnectionError(f"publish to {topic!r} at {self.url} failed: {exc}") from exc
+        """Publish at QoS 1 and wait for the PUBACK. With ``reconnect_timeout``, a lost
+        connection is re-established and the message published again (at least once: it may
+        then arrive twice, which the stages' seen-sets count as duplicate)."""
+        while True:
+            generation = self._generation
+            try:
+                await self._client.publish(topic, bytes(payload), qos=QOS, retain=retain)
+                return
+            except aiomqtt.MqttError as exc:
+                await self._reconnect(generation, exc, f"publish to {topic!r} at {self.url} failed")
 
     async def subscribe(self, topic_filter: str) -> None:
-        try:
-            await self._client.subscribe(topic_filter, qos=QOS)
-        except aiomqtt.MqttError as exc:
-            raise MqttConnectionError(
-                f"subscribe to {topic_filter!r} at {self.url} failed: {exc}"
-            ) from exc
+        while True:
+            generation = self._generation
+            try:
+                await self._client.subscribe(topic_filter, qos=QOS)
+                break
+            except aiomqtt.MqttError as exc:
+                await self._reconnect(
+                    generation, exc, f"subscribe to {topic_filter!r} at {self.url} failed"
+                )
+        if topic_filter not in self._subscriptions:
+            self._subscriptions.append(topic_filter)
 
     async def messages(self) -> AsyncIterator[Message]:
-        iterator = self._client.messages
-        try:
-            while True:
-                try:  # fast path: already received (no task, no wait)
-                    if self._queue is None:
-                        raise asyncio.QueueEmpty
-                    message = self._queue.get_nowait()
-                except asyncio.QueueEmpty:  # wait, noticing a lost connection (aiomqtt does)
-                    message = await anext(iterator)
-                payload = message.payload
-                if isinstance(payload, str):
-                    data = payload.encode()
-                elif isinstance(payload, bytes | bytearray):
-                    data = bytes(payload)
-                else:  # aiomqtt decodes nothing itself; int/float/None only come from publishers
-                    data = b"" if payload is None else str(payload).encode()
-                yield Message(message.topic.value, data)
-        except aiomqtt.MqttError as exc:
-            raise MqttConnectionError(f"connection to {self.url} lost: {exc}") from exc
+        while True:
+            generation = self._generation
+            iterator = self._client.messages
+            try:
+                while True:
+                    try:  # fast path: already received (no task, no wait)
+                        if self._queue is None:
+                            raise asyncio.QueueEmpty
+                        message = self._queue.get_nowait()
+                    except asyncio.QueueEmpty:  # wait, noticing a lost connection (aiomqtt does)
+                        message = await anext(iterator)
+                    payload = message.payload
+                    if isinstance(payload, str):
+                        data = payload.encode()
+                    elif isinstance(payload, bytes | bytearray):
+                        data = bytes(payload)
+                    else:  # aiomqtt decodes nothing; int/float/None only come from publishers
+                        data = b"" if payload is None else str(payload).encode()
+                    ack_id = message.mid if self.manual_ack and message.qos > 0 else None
+                    yield Message(message.topic.value, data, ack_id)
+            except aiomqtt.MqttError as exc:
+                await self._reconnect(generation, exc, f"connection to {self.url} lost")

@@ -26,8 +26,15 @@ writes ``DIR/access/``:
   ``R/report`` (only to clear retained messages after a round). Nothing else is allowed.
 - ``mosquitto.conf`` (0644): a Mosquitto 2.x configuration on 127.0.0.1:1883 with
   ``allow_anonymous false`` and the two files above (``mosquitto -c DIR/access/mosquitto.conf``).
+- ``client-master.key`` (0600): 64 hex characters, the master key of client authentication
+  (protocol/client_auth.py), 32 bytes from the OS CSPRNG. It belongs on hop 0's machine only:
+  hop 0 derives every client's key from it to check one report per enrolled client per round.
+- ``clients-<j>.clientkey`` (0600), one per client process: 64 hex characters, that process's
+  key (``process_key(master, j)``), from which it derives the keys of the clients it hosts.
 - ``access.json`` (0644): ``{"format": "shuffledp-access", "version": 1, "prefix", "n_hops",
-  "client_processes", "identities"}``.
+  "client_processes", "clients_per_process", "identities"}``; ``clients_per_process`` is the
+  enrolment: hop 0 accepts client ids ``j << 32 | i`` with ``j < client_processes`` and
+  ``i < clients_per_process`` only.
 
 Every problem raises :class:`AccessError` naming the file and the rule; no message contains a
 password.
@@ -44,6 +51,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.keys import (
@@ -55,6 +63,13 @@ from shuffledp.keys import (
     _read_private_file,
     _write_file,
 )
+from shuffledp.protocol.client_auth import (
+    MASTER_KEY_SIZE,
+    ClientRoster,
+    ClientVerifier,
+    ProcessCredentials,
+    process_key,
+)
 from shuffledp.protocol.topics import validate_prefix
 
 __all__ = [
@@ -62,12 +77,16 @@ __all__ = [
     "MONITOR",
     "AccessError",
     "AccessRules",
+    "AccessSettings",
     "access_directory",
     "access_rules",
     "hash_password",
     "identities",
     "init_access",
+    "load_access_settings",
+    "load_client_verifier",
     "load_password",
+    "load_process_credentials",
     "parse_acl_file",
     "parse_password_file",
     "topic_matches",
@@ -84,6 +103,11 @@ SALT_BYTES = 12
 HASH_BYTES = 64
 PASSWORD_BYTES = 32
 MOSQUITTO_LISTENER_PORT = 1883
+DEFAULT_CLIENTS_PER_PROCESS = 1_000_000
+"""Enrolled clients per client process unless told otherwise: enough for the largest
+simulations here (10^6 reports from 2 processes); lower it to bound how many identities a
+compromised client process can use in one round."""
+CLIENT_MASTER_FILE = "client-master.key"
 
 _IDENTITY = re.compile(r"hop-(0|[1-9][0-9]*)|analyzer|monitor|clients-(0|[1-9][0-9]*)")
 
@@ -194,6 +218,7 @@ def init_access(
     client_processes: int,
     prefix: str,
     overwrite: bool = False,
+    clients_per_process: int = DEFAULT_CLIENTS_PER_PROCESS,
 ) -> tuple[str, ...]:
     """Write ``directory/access/`` (module docstring) and return the identities.
 
@@ -203,6 +228,7 @@ def init_access(
     """
     names = identities(hops, client_processes)
     rules = access_rules(prefix, hops, client_processes)
+    ClientRoster(client_processes=client_processes, clients_per_process=clients_per_process)
     root = access_directory(directory)
     if os.path.lexists(root) and not root.is_dir():
         raise AccessError(f"{root}: access directory must be a directory, it is not")
@@ -226,14 +252,33 @@ def init_access(
     passwd = "".join(f"{name}:{hash_password(passwords[name])}\n" for name in names)
     _write_file(root / "passwd", passwd.encode(), PRIVATE_FILE_MODE, replace=overwrite)
     _write_file(root / "acl", acl_text(rules).encode(), PRIVATE_FILE_MODE, replace=overwrite)
-    conf = mosquitto_auth_settings(root) + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+    conf = (
+        mosquitto_auth_settings(root)
+        + MOSQUITTO_DELIVERY_SETTINGS
+        + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+    )
     _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
+    master = secrets.token_bytes(MASTER_KEY_SIZE)
+    _write_file(
+        root / CLIENT_MASTER_FILE,
+        (master.hex() + "\n").encode(),
+        PRIVATE_FILE_MODE,
+        replace=overwrite,
+    )
+    for process in range(client_processes):
+        _write_file(
+            root / f"clients-{process}.clientkey",
+            (process_key(master, process).hex() + "\n").encode(),
+            PRIVATE_FILE_MODE,
+            replace=overwrite,
+        )
     document = {
         "format": FORMAT,
         "version": VERSION,
         "prefix": prefix,
         "n_hops": hops,
         "client_processes": client_processes,
+        "clients_per_process": clients_per_process,
         "identities": list(names),
     }
     _write_file(
@@ -255,6 +300,27 @@ def acl_text(rules: tuple[AccessRules, ...]) -> str:
         lines.extend(f"topic read {topic}" for topic in rule.read)
         lines.extend(f"topic write {topic}" for topic in rule.write)
     return "\n".join(lines) + "\n"
+
+
+MAX_PACKET_BYTES = 16 * 1024 * 1024
+"""Largest MQTT packet a Mosquitto made by shuffledp accepts: 16x the pipeline's ~1 MB batches."""
+
+MOSQUITTO_DELIVERY_SETTINGS = f"""\
+# No per-client cap on queued QoS 1/2 messages: the default (1000) silently drops QoS 1 messages
+# to a subscriber that falls behind (27-34 % lost with one paused 3 s, shared/TRANSPORT.md).
+max_queued_messages 0
+# No byte cap on that queue either (Mosquitto's default, stated so that nobody adds one).
+max_queued_bytes 0
+# Up to 1000 unacknowledged QoS 1/2 messages in flight to each client (default 20 throttles a
+# fast subscriber); beyond that they wait in the unbounded queue above, they are not dropped.
+max_inflight_messages 1000
+# Largest MQTT packet accepted: 16 MiB, 16x the pipeline's ~1 MB batches. A larger packet gets its
+# sender disconnected (loud), unlike the deprecated message_size_limit, which drops it silently.
+max_packet_size {MAX_PACKET_BYTES}
+"""
+"""Mosquitto lines every configuration made here needs so that no QoS 1 report is dropped
+silently (in the broker template of simulations/broker.py, the ``mosquitto.conf`` of
+``keys init`` and the TLS one)."""
 
 
 def mosquitto_auth_settings(access_dir: Path) -> str:
@@ -294,6 +360,82 @@ def load_password(directory: str | os.PathLike[str], identity: str) -> str:
             f"{path}: password file must hold 16..128 URL-safe base64 characters, it does not"
         )
     return text
+
+
+def _load_secret(path: Path, what: str) -> bytes:
+    """The 32 bytes of a 64-hex-character secret file (0600); AccessError naming the file."""
+    if not path.exists():
+        raise AccessError(
+            f"{path}: {what} file must exist, it does not (`shuffledp keys init` writes it; "
+            f"pass --no-auth only for an open deployment)"
+        )
+    try:
+        data = _read_private_file(path)
+    except KeyDirectoryError as exc:
+        raise AccessError(str(exc).replace("private key file", f"{what} file")) from None
+    text = data.decode("ascii", errors="replace").strip()
+    if not re.fullmatch(r"[0-9a-fA-F]{64}", text):
+        raise AccessError(
+            f"{path}: {what} file must hold exactly 64 hex characters (surrounding whitespace "
+            f"allowed), it does not ({len(data)} bytes)"
+        )
+    return bytes.fromhex(text)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AccessSettings:
+    """What ``access/access.json`` records: the topic prefix the ACL is written for, the hops,
+    and the enrolment of client processes and their clients."""
+
+    prefix: str
+    n_hops: int
+    roster: ClientRoster
+
+
+def load_access_settings(directory: str | os.PathLike[str]) -> AccessSettings:
+    """The settings of ``directory/access/access.json``; AccessError naming the file and the
+    rule if it is missing or malformed."""
+    path = access_directory(directory) / "access.json"
+    try:
+        document = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise AccessError(
+            f"{path}: access file must exist, it does not (`shuffledp keys init` writes it)"
+        ) from None
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise AccessError(f"{path}: access file must be readable JSON: {exc}") from None
+    if not isinstance(document, dict) or document.get("format") != FORMAT:
+        raise AccessError(f"{path}: access file must have format {FORMAT!r}, it does not")
+    fields: dict[str, Any] = document  # each value is checked below, whatever its type
+    try:
+        prefix: Any = fields.get("prefix")
+        n_hops: Any = fields.get("n_hops")
+        processes: Any = fields.get("client_processes")
+        validate_prefix(prefix)
+        require_int("n_hops", n_hops, 1, MAX_HOPS)
+        roster = ClientRoster(
+            client_processes=processes,
+            # A directory from before client authentication: the default enrolment.
+            clients_per_process=fields.get("clients_per_process", DEFAULT_CLIENTS_PER_PROCESS),
+        )
+    except InvalidParameterError as exc:
+        raise AccessError(f"{path}: {exc}") from None
+    return AccessSettings(prefix=prefix, n_hops=n_hops, roster=roster)
+
+
+def load_client_verifier(directory: str | os.PathLike[str], round_id: int) -> ClientVerifier:
+    """Hop 0's client authentication for ``round_id``: the master key and the enrolment of
+    ``directory/access``. AccessError naming the file for anything missing or malformed."""
+    master = _load_secret(access_directory(directory) / CLIENT_MASTER_FILE, "client master key")
+    roster = load_access_settings(directory).roster
+    return ClientVerifier(master_key=master, roster=roster, round_id=round_id)
+
+
+def load_process_credentials(directory: str | os.PathLike[str], process: int) -> ProcessCredentials:
+    """Client process ``process``'s key, from ``access/clients-<process>.clientkey``."""
+    require_int("process", process, 0, MAX_CLIENT_PROCESSES - 1)
+    path = access_directory(directory) / f"clients-{process}.clientkey"
+    return ProcessCredentials(process=process, key=_load_secret(path, "client process key"))
 
 
 def parse_password_file(path: str | os.PathLike[str]) -> dict[str, str]:

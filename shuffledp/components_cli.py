@@ -12,14 +12,25 @@ the broker could not be reached (or refused this component's account); 130 inter
 Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
 ``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
 (:mod:`shuffledp.access`); ``--no-auth`` connects anonymously, for an open broker.
+``--broker mqtts://HOST[:PORT]`` connects over TLS and verifies the broker's certificate
+against ``--tls-ca FILE`` (``KEYS/tls/ca.pem`` of ``shuffledp keys init --tls``) or the system's
+trust store (:mod:`shuffledp.tls`).
+
+Client authentication (secure by default, switched off by the same ``--no-auth``): a client
+process ``clients-<j>`` puts each report in its client's authenticator envelope with the keys
+derived from ``KEYS/access/clients-<j>.clientkey``; hop 0 checks them with
+``KEYS/access/client-master.key`` and takes one report per enrolled client per round
+(:mod:`shuffledp.protocol.client_auth`).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import hashlib
 import json
 import logging
+import re
 import secrets
 import sys
 from pathlib import Path
@@ -28,7 +39,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.access import load_password
+from shuffledp.access import load_client_verifier, load_password, load_process_credentials
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.keys import load_analyzer_key, load_hop_key, load_public_directory
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
@@ -43,6 +54,9 @@ EXIT_NOT_READY = 4
 DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
 DEFAULT_PREFIX = "shuffledp"
 DEFAULT_DEADLINE = 300.0
+RECONNECT_SECONDS = 60.0
+"""How long a hop with --state-dir keeps trying to reconnect to a broker that went away (a
+restarted Mosquitto with persistence: the session and its queued messages are still there)."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -61,6 +75,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         action="store_true",
         help="connect anonymously (an open broker); default: log in with this component's "
         "account from KEYS/access/<identity>.password (`shuffledp keys init` writes them)",
+    )
+    p.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --broker mqtts://HOST[:PORT]: trust only the CA certificates (PEM) in FILE, "
+        "e.g. KEYS/tls/ca.pem from `shuffledp keys init --tls` (default: the system's trust "
+        "store); an error with a plain mqtt:// broker",
     )
     p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
 
@@ -89,6 +111,15 @@ def add_parsers(subparsers: Any) -> None:
         f"seconds after the upstream's first frame (default {DEFAULT_DEADLINE:g})",
     )
     hop.add_argument("--seed", type=int, help="seeded permutation (simulations only)")
+    hop.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep a journal of this round in DIR (created 0700) and acknowledge messages only "
+        "once journaled, with a persistent MQTT session: a hop killed mid-round and restarted "
+        "with the same arguments loses and duplicates nothing, and a broker restart is waited "
+        f"out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
+    )
     hop.set_defaults(func=_run_hop)
 
     analyzer = subparsers.add_parser(
@@ -135,6 +166,15 @@ def add_parsers(subparsers: Any) -> None:
     clients.add_argument("--name", default="clients-0", help="this process's stage name")
     clients.add_argument("--seed", type=int, help="seeded k-RR (simulations only)")
     clients.add_argument(
+        "--chaos",
+        type=int,
+        default=0,
+        metavar="M",
+        help="simulations only: also inject M hostile messages (truncated, replayed, corrupted, "
+        "second reports, another round's reports) before this process's last report; each must "
+        "be rejected by hop 0 under its known reason (needs client authentication)",
+    )
+    clients.add_argument(
         "--max-in-flight", type=int, default=128, help="publishes awaiting acknowledgement"
     )
     clients.add_argument(
@@ -178,6 +218,13 @@ def _client_id(stage: str) -> str:
     return f"sdp-{stage}-{secrets.token_hex(4)}"
 
 
+def _session_client_id(prefix: str, round_id: int, stage: str) -> str:
+    """The MQTT client id of a stage's persistent session: the same for a restarted process (the
+    broker keeps the session under it), distinct per prefix, round and stage."""
+    digest = hashlib.sha256(f"{prefix}\0{round_id}".encode()).hexdigest()[:12]
+    return f"sdp-{stage}-{digest}"
+
+
 def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, str | None]:
     """(username, password) of ``identity``'s broker account in the key directory, or
     (None, None) with --no-auth. AccessError (one line, exit 2) if the password file is
@@ -185,6 +232,17 @@ def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, s
     if args.no_auth:
         return None, None
     return identity, load_password(args.keys, identity)
+
+
+def _client_process_index(name: str) -> int:
+    """j of a client process named clients-<j> (its broker identity and its client keys)."""
+    match = re.fullmatch(r"clients-(0|[1-9][0-9]{0,4})", name)
+    if match is None:
+        raise InvalidParameterError(
+            f"--name must be clients-<j> (the process's broker account and client keys) unless "
+            f"--no-auth, got {name!r}"
+        )
+    return int(match.group(1))
 
 
 def _will(args: argparse.Namespace, stage: str) -> str:
@@ -229,16 +287,31 @@ def _run_hop(args: argparse.Namespace) -> int:
     )
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
+    # Hop 0 checks one authentic report per enrolled client (secure by default, like accounts).
+    verifier = (
+        load_client_verifier(args.keys, args.round)
+        if args.index == 0 and not args.no_auth
+        else None
+    )
 
     async def main() -> int:
+        recoverable = args.state_dir is not None
         async with MqttTransport(
             args.broker,
-            client_id=_client_id(settings.stage),
+            client_id=_session_client_id(args.prefix, args.round, settings.stage)
+            if recoverable
+            else _client_id(settings.stage),
             will_topic=_will(args, settings.stage),
             username=username,
             password=password,
+            tls_ca=args.tls_ca,
+            manual_ack=recoverable,
+            persistent_session=recoverable,
+            reconnect_timeout=RECONNECT_SECONDS if recoverable else 0.0,
         ) as t:
-            result = await run_hop(t, settings, key, rng=rng)
+            result = await run_hop(
+                t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
+            )
         if result.refused:
             print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
             return EXIT_REFUSED
@@ -273,6 +346,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             will_topic=_will(args, "analyzer"),
             username=username,
             password=password,
+            tls_ca=args.tls_ca,
         ) as t:
             report = await run_analyzer(t, settings, key)
         text = json.dumps(report, allow_nan=False)
@@ -314,6 +388,11 @@ def _run_clients(args: argparse.Namespace) -> int:
     )
 
     username, password = _credentials(args, args.name)
+    credentials = (
+        None
+        if args.no_auth
+        else load_process_credentials(args.keys, _client_process_index(args.name))
+    )
 
     async def main() -> int:
         async with MqttTransport(
@@ -322,6 +401,7 @@ def _run_clients(args: argparse.Namespace) -> int:
             will_topic=_will(args, args.name),
             username=username,
             password=password,
+            tls_ca=args.tls_ca,
         ) as t:
             await run_clients(
                 t,
@@ -330,6 +410,8 @@ def _run_clients(args: argparse.Namespace) -> int:
                 hop_public_keys=directory.hop_keys,
                 analyzer_public_key=directory.analyzer_key,
                 rng=rng,
+                credentials=credentials,
+                chaos=args.chaos,
             )
         return 0
 

@@ -1,4 +1,5 @@
-"""`shuffledp keys`: manage the key directory of a deployment (`keys init DIR --hops H`).
+"""`shuffledp keys`: manage the key directory of a deployment (`keys init DIR --hops H`, with
+`--tls` also a private CA and the broker's TLS certificate, :mod:`shuffledp.tls`).
 
 Output names files, their modes and public key fingerprints; never private key material.
 """
@@ -12,7 +13,8 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from shuffledp.access import access_directory, init_access
+from shuffledp.access import DEFAULT_CLIENTS_PER_PROCESS, access_directory, init_access
+from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.keys import (
     ANALYZER_STAGE,
     fingerprint,
@@ -22,6 +24,14 @@ from shuffledp.keys import (
     stage_names,
 )
 from shuffledp.protocol.onion import public_key_to_bytes
+from shuffledp.tls import (
+    DEFAULT_TLS_HOSTS,
+    TlsFiles,
+    check_tls_absent,
+    init_tls,
+    tls_hosts,
+    write_mosquitto_tls_config,
+)
 
 DEFAULT_HOPS = 3
 DEFAULT_CLIENT_PROCESSES = 2
@@ -60,12 +70,35 @@ def add_parser(subparsers: Any) -> None:
         f"(default {DEFAULT_CLIENT_PROCESSES})",
     )
     init.add_argument(
+        "--clients-per-process",
+        type=int,
+        default=DEFAULT_CLIENTS_PER_PROCESS,
+        metavar="M",
+        help="clients each client process may host: hop 0 accepts one report per enrolled "
+        f"client per round (default {DEFAULT_CLIENTS_PER_PROCESS:,})",
+    )
+    init.add_argument(
         "--prefix",
         default="shuffledp",
         help="topic prefix the broker ACL is written for (default 'shuffledp')",
     )
     init.add_argument(
         "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
+    )
+    init.add_argument(
+        "--tls",
+        action="store_true",
+        help="also make a private CA and a broker certificate (DIR/tls/: ca.pem, server.pem "
+        "0644; ca.key, server.key 0600) and DIR/access/mosquitto-tls.conf, a Mosquitto "
+        "configuration with one TLS listener on port 8883; components then connect with "
+        "--broker mqtts://HOST:8883 --tls-ca DIR/tls/ca.pem",
+    )
+    init.add_argument(
+        "--tls-host",
+        action="append",
+        metavar="H",
+        help="a host name or IP address the broker certificate is valid for (repeat for "
+        f"several; default {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
     )
     init.add_argument("--json", action="store_true", help="print one JSON object")
     init.set_defaults(func=run_init)
@@ -75,15 +108,32 @@ def run_init(args: argparse.Namespace) -> int:
     """Initialize the directory and print a summary; errors propagate (KeyDirectoryError /
     InvalidParameterError) for main() to report as one stderr line with exit code 2."""
     directory = Path(os.path.abspath(args.directory))
+    tls_names = None
+    if args.tls_host is not None and not args.tls:
+        raise InvalidParameterError(
+            "--tls-host needs --tls (it names the broker certificate's hosts)"
+        )
+    if args.tls:  # checked before any key is written
+        tls_names = tls_hosts(args.tls_host)
+        check_tls_absent(directory, overwrite=args.overwrite)
     published = init_key_directory(directory, hops=args.hops, overwrite=args.overwrite)
     accounts = init_access(
         directory,
         hops=args.hops,
         client_processes=args.clients,
+        clients_per_process=args.clients_per_process,
         prefix=args.prefix,
         overwrite=args.overwrite,
     )
     access = access_directory(directory)
+    tls = (
+        None
+        if tls_names is None
+        else init_tls(directory, hosts=tls_names, overwrite=args.overwrite)
+    )
+    tls_config = (
+        None if tls is None else write_mosquitto_tls_config(directory, overwrite=args.overwrite)
+    )
     stages = stage_names(published.n_hops)
     public_path = public_file_path(directory)
     private_paths = [private_key_path(directory, stage) for stage in stages]
@@ -100,6 +150,7 @@ def run_init(args: argparse.Namespace) -> int:
                     "access": str(access),
                     "broker_identities": list(accounts),
                     "prefix": args.prefix,
+                    **({} if tls is None else {"tls": _tls_summary(tls, tls_config)}),
                 }
             )
         )
@@ -120,7 +171,33 @@ def run_init(args: argparse.Namespace) -> int:
         f"are the broker's (mosquitto -c {access / 'mosquitto.conf'}, or shuffledp broker "
         f"--keys {directory})"
     )
+    if tls is not None:
+        print(f"TLS files in {tls.ca_cert.parent}:")
+        for path, what in (
+            (tls.ca_cert, f"CA certificate, SHA-256 {tls.ca_fingerprint}: give to everyone"),
+            (tls.ca_key, "CA private key: keep it offline"),
+            (tls.server_cert, f"broker certificate for {', '.join(tls.hosts)}"),
+            (tls.server_key, "broker private key: the broker's machine only"),
+        ):
+            print(f"  {path.name.ljust(10)}  {_mode(path)}  {what}")
+        print(
+            f"broker over TLS: mosquitto -c {tls_config} (port 8883); components: --broker "
+            f"mqtts://HOST:8883 --tls-ca {tls.ca_cert}"
+        )
     return 0
+
+
+def _tls_summary(tls: TlsFiles, config: Path | None) -> dict[str, Any]:
+    return {
+        "directory": str(tls.ca_cert.parent),
+        "ca_cert": str(tls.ca_cert),
+        "ca_key": str(tls.ca_key),
+        "server_cert": str(tls.server_cert),
+        "server_key": str(tls.server_key),
+        "hosts": list(tls.hosts),
+        "ca_sha256": tls.ca_fingerprint,
+        "mosquitto_conf": str(config),
+    }
 
 
 def _mode(path: Path) -> str:

@@ -37,6 +37,7 @@ from typing import Any, TypeVar
 
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
+from shuffledp.access import MAX_PACKET_BYTES, MOSQUITTO_DELIVERY_SETTINGS
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.protocol.mqtt import parse_broker_url
 
@@ -55,8 +56,6 @@ __all__ = [
 
 LOOPBACK = "127.0.0.1"
 DEFAULT_MQTT_PORT = 1883
-# Largest MQTT packet Mosquitto accepts: 16x the pipeline's largest batch message (~1 MB).
-MAX_PACKET_BYTES = 16 * 1024 * 1024
 # Attempts at a fresh free port when the one picked was taken meanwhile (port chosen by us only).
 _PORT_ATTEMPTS = 3
 _AMQTT_LOGGERS = ("amqtt", "transitions")
@@ -391,18 +390,7 @@ listener {{port}} 127.0.0.1
 # Anonymous clients: reports are protected by their onion encryption, not by broker accounts;
 # acceptable only because the listener above is loopback-only.
 allow_anonymous true
-# No per-client cap on queued QoS 1/2 messages: the default (1000) silently drops QoS 1 messages
-# to a subscriber that falls behind (27-34 % lost with one paused 3 s, shared/TRANSPORT.md).
-max_queued_messages 0
-# No byte cap on that queue either (Mosquitto's default, stated so that nobody adds one).
-max_queued_bytes 0
-# Up to 1000 unacknowledged QoS 1/2 messages in flight to each client (default 20 throttles a
-# fast subscriber); beyond that they wait in the unbounded queue above, they are not dropped.
-max_inflight_messages 1000
-# Largest MQTT packet accepted: 16 MiB, 16x the pipeline's ~1 MB batches. A larger packet gets its
-# sender disconnected (loud), unlike the deprecated message_size_limit, which drops it silently.
-max_packet_size {MAX_PACKET_BYTES}
-# Keep nothing on disk: messages live in memory only, no mosquitto.db is written.
+{MOSQUITTO_DELIVERY_SETTINGS}# Keep nothing on disk: messages live in memory only, no mosquitto.db is written.
 persistence false
 # Log to the standard error stream (MosquittoBroker keeps it in a file and shows it on failure),
 log_dest stderr
@@ -418,11 +406,17 @@ def write_mosquitto_config(
     port: int,
     *,
     access_dir: str | os.PathLike[str] | None = None,
+    tls_dir: str | os.PathLike[str] | None = None,
+    tls_port: int | None = None,
 ) -> Path:
     """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
     With ``access_dir`` (:mod:`shuffledp.access`), anonymous clients are refused and the
-    accounts and ACL of that directory apply (its passwd and acl files)."""
+    accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
+    key directory's ``tls/``, :mod:`shuffledp.tls`) and ``tls_port``, a second listener on
+    127.0.0.1:`tls_port` speaks MQTT over TLS with that directory's server certificate; the
+    same security settings apply to both listeners."""
     from shuffledp.access import mosquitto_auth_settings
+    from shuffledp.tls import mosquitto_tls_listener
 
     path = Path(directory) / "mosquitto.conf"
     text = MOSQUITTO_CONFIG_TEMPLATE.format(port=_check_port(port))
@@ -430,12 +424,40 @@ def write_mosquitto_config(
         settings = mosquitto_auth_settings(_check_access_dir(access_dir))
         text = text.replace("per_listener_settings false\n", settings, 1)
         text = text.replace("allow_anonymous true\n", "", 1)
-        if hasattr(os, "geteuid") and os.geteuid() == 0:
-            # Started as root, mosquitto drops to the user "mosquitto", which cannot read the
-            # 0600 passwd/acl files of the launching user: stay the launching user instead.
-            text += "# Stay root: the passwd and acl files are readable by their owner only.\nuser root\n"
+    if (tls_dir is None) != (tls_port is None):
+        raise InvalidParameterError(
+            f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
+            f"{tls_dir!r} and tls_port {tls_port!r}"
+        )
+    if tls_dir is not None and tls_port is not None:
+        text += "# MQTT over TLS (shuffledp.tls), loopback only like the listener above.\n"
+        text += mosquitto_tls_listener(
+            _check_tls_dir(tls_dir), _check_port(tls_port), bind_address=LOOPBACK
+        )
+    secured = access_dir is not None or tls_dir is not None
+    if secured and hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Started as root, mosquitto drops to the user "mosquitto" before it reads these files,
+        # and cannot read the 0600 passwd/acl/server.key files of the launching user (nor enter
+        # its 0700 key directory): stay the launching user instead.
+        text += (
+            "# Stay root: the passwd, acl and TLS key files are readable by their owner only.\n"
+            "user root\n"
+        )
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _check_tls_dir(tls_dir: str | os.PathLike[str]) -> Path:
+    from shuffledp.tls import SERVER_CERT_FILE, SERVER_KEY_FILE, TlsError
+
+    root = Path(os.path.abspath(tls_dir))
+    for name in (SERVER_CERT_FILE, SERVER_KEY_FILE):
+        if not (root / name).is_file():
+            raise TlsError(
+                f"{root / name}: broker TLS file must exist, it does not (made by `shuffledp "
+                f"keys init --tls` in KEYDIR/tls)"
+            )
+    return root
 
 
 def _check_access_dir(access_dir: str | os.PathLike[str]) -> Path:
@@ -467,6 +489,10 @@ class MosquittoBroker:
     Use ``async with MosquittoBroker() as broker:`` (or plain ``with``): on entry it starts and
     waits until the port accepts connections (10 s at most; the error shows mosquitto's log); on
     exit it sends SIGTERM, waits, SIGKILLs if need be, and removes the temporary directory.
+
+    With ``tls_dir`` (a key directory's ``tls/``), a second listener on a free loopback port,
+    :attr:`tls_port`, speaks MQTT over TLS with that directory's server certificate
+    (:attr:`tls_url`, ``mqtts://127.0.0.1:PORT``); the plain listener stays.
     """
 
     host = LOOPBACK
@@ -479,11 +505,14 @@ class MosquittoBroker:
         *,
         binary: str | None = None,
         access_dir: str | os.PathLike[str] | None = None,
+        tls_dir: str | os.PathLike[str] | None = None,
     ) -> None:
         self._fixed_port = port is not None
         self._port = _check_port(port) if port is not None else free_loopback_port()
         self._binary = binary
         self._access_dir = None if access_dir is None else _check_access_dir(access_dir)
+        self._tls_dir = None if tls_dir is None else _check_tls_dir(tls_dir)
+        self._tls_port = None if tls_dir is None else self._free_port_but_plain()
         self._tmpdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
 
@@ -494,6 +523,25 @@ class MosquittoBroker:
     @property
     def url(self) -> str:
         return f"mqtt://{self.host}:{self._port}"
+
+    @property
+    def tls_port(self) -> int:
+        """The TLS listener's port; RuntimeError without ``tls_dir``."""
+        if self._tls_port is None:
+            raise RuntimeError("this MosquittoBroker has no TLS listener (pass tls_dir)")
+        return self._tls_port
+
+    @property
+    def tls_url(self) -> str:
+        """``mqtts://127.0.0.1:PORT`` of the TLS listener; RuntimeError without ``tls_dir``."""
+        return f"mqtts://{self.host}:{self.tls_port}"
+
+    def _free_port_but_plain(self) -> int:
+        """A free loopback port other than the plain listener's."""
+        while True:
+            port = free_loopback_port()
+            if port != self._port:
+                return port
 
     @property
     def config_path(self) -> Path:
@@ -520,7 +568,13 @@ class MosquittoBroker:
             )
         for attempt in range(_PORT_ATTEMPTS):
             self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
-            config = write_mosquitto_config(self._tmpdir, self._port, access_dir=self._access_dir)
+            config = write_mosquitto_config(
+                self._tmpdir,
+                self._port,
+                access_dir=self._access_dir,
+                tls_dir=self._tls_dir,
+                tls_port=self._tls_port,
+            )
             with open(self._tmpdir / "mosquitto.log", "wb") as log:
                 self._process = subprocess.Popen(
                     [binary, "-c", str(config)],
@@ -535,7 +589,9 @@ class MosquittoBroker:
                 if code is not None:
                     reason = f"exited with code {code}"
                     break
-                if _accepts_connections(self.host, self._port):
+                if _accepts_connections(self.host, self._port) and (
+                    self._tls_port is None or _accepts_connections(self.host, self._tls_port)
+                ):
                     # Could be another program on a port just taken: ours must still be running.
                     yield 0.05
                     code = self._process.poll()
@@ -555,6 +611,8 @@ class MosquittoBroker:
                 and attempt < _PORT_ATTEMPTS - 1
             ):
                 self._port = free_loopback_port()
+                if self._tls_port is not None:
+                    self._tls_port = self._free_port_but_plain()
                 continue
             raise RuntimeError(
                 f"mosquitto ({binary}) on {self.host}:{self._port} {reason}; its output: "

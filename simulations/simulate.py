@@ -17,6 +17,10 @@ topic ACLs for the session's prefix (:mod:`shuffledp.access`); the embedded brok
 (``shuffledp broker --keys``), every child logs in with its own account, and the launcher as
 ``monitor``. With an external broker the children log in with these fresh accounts too, which
 an open broker accepts; ``auth=False`` makes everything connect anonymously (``--no-auth``).
+
+TLS: with an external ``mqtts://`` broker every child and the launcher connect over TLS and
+verify the broker's certificate against ``options.tls_ca`` (passed on as ``--tls-ca``), or the
+system's trust store without it.
 """
 
 from __future__ import annotations
@@ -39,7 +43,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.access import MONITOR, init_access, load_password
+from shuffledp.access import (
+    DEFAULT_CLIENTS_PER_PROCESS,
+    MONITOR,
+    init_access,
+    load_access_settings,
+    load_password,
+)
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     require_delta,
@@ -48,9 +58,9 @@ from shuffledp.accountant.mechanism import (
     require_positive,
 )
 from shuffledp.analyzer.report import build_report
-from shuffledp.keys import init_key_directory
-from shuffledp.protocol.mqtt import MqttTransport, parse_broker_url
-from shuffledp.protocol.record import MAX_K
+from shuffledp.keys import init_key_directory, load_public_directory
+from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
 from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
 from shuffledp.randomness import default_source
@@ -105,6 +115,10 @@ class SimulationOptions:
     timeout: float | None = None
     round_id: int = 1
     auth: bool = True
+    keys: Path | None = None
+    chaos: bool = False
+    #: CA certificates (PEM) to verify an ``mqtts://`` broker with (``--tls-ca``); needs one.
+    tls_ca: Path | None = None
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -117,6 +131,15 @@ class SimulationOptions:
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
         if self.broker is not None:
             parse_broker_url(self.broker)
+        if self.tls_ca is not None:
+            if self.broker is None or not parse_broker_address(self.broker).tls:
+                raise InvalidParameterError(
+                    f"tls_ca (--tls-ca {self.tls_ca}) needs an mqtts:// broker (--broker "
+                    f"mqtts://HOST[:PORT]), got broker {self.broker!r}"
+                )
+            from shuffledp.tls import client_tls_context
+
+            client_tls_context(self.tls_ca)  # TlsError naming the file, before anything starts
         if self.seed is not None:
             require_int("seed", self.seed, 0)
         require_int("client_processes", self.client_processes, 1, 64)
@@ -136,6 +159,43 @@ class SimulationOptions:
             require_positive("deadline", self.deadline)
         if self.timeout is not None:
             require_positive("timeout", self.timeout)
+        require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
+        if self.chaos and not self.auth:
+            raise InvalidParameterError(
+                "chaos needs client authentication (it injects second reports, which only "
+                "authentication can refuse): drop --no-auth"
+            )
+        if self.keys is not None:
+            self._check_key_directory()
+
+    def _check_key_directory(self) -> None:
+        """An existing key directory (``keys``) must fit the run: its hops, and with accounts
+        its client processes and enrolment (checked before anything is launched, never
+        discovered as a round full of rejections)."""
+        assert self.keys is not None
+        published = load_public_directory(self.keys)
+        if published.n_hops != self.hops:
+            raise InvalidParameterError(
+                f"hops must be the key directory's {published.n_hops} ({self.keys}), got "
+                f"{self.hops}"
+            )
+        if not self.auth:
+            return
+        access = load_access_settings(self.keys)
+        roster = access.roster
+        if self.client_processes > roster.client_processes:
+            raise InvalidParameterError(
+                f"client_processes must be <= the {roster.client_processes} client accounts of "
+                f"{self.keys}, got {self.client_processes}"
+            )
+        if self.n is not None:
+            needed = -(-self.n // min(self.client_processes, self.n))
+            if needed > roster.clients_per_process:
+                raise InvalidParameterError(
+                    f"n = {self.n} over {self.client_processes} client processes needs "
+                    f"{needed} enrolled clients per process, the key directory {self.keys} "
+                    f"enrols {roster.clients_per_process} (keys init --clients-per-process)"
+                )
 
     @property
     def effective_deadline(self) -> float:
@@ -244,7 +304,13 @@ class PipelineSession:
 
     def __init__(self, options: SimulationOptions) -> None:
         self.options = options
-        self.prefix = f"shuffledp/sim-{secrets.token_hex(6)}"
+        # An existing key directory's ACL is written for its own prefix; fresh keys get a
+        # fresh prefix, so that concurrent runs on one broker never meet.
+        self.prefix = (
+            load_access_settings(options.keys).prefix
+            if options.keys is not None and options.auth
+            else f"shuffledp/sim-{secrets.token_hex(6)}"
+        )
         self._workdir: Path | None = None
         self._broker_child: _Child | None = None
         self._url: str | None = None
@@ -260,14 +326,18 @@ class PipelineSession:
     async def __aenter__(self) -> PipelineSession:
         self._workdir = Path(tempfile.mkdtemp(prefix="shuffledp-sim-"))
         try:
-            self._keys = self._workdir / "keys"
-            init_key_directory(self._keys, hops=self.options.hops)
-            if self.options.auth:
+            if self.options.keys is not None:
+                self._keys = Path(os.path.abspath(self.options.keys))
+            else:
+                self._keys = self._workdir / "keys"
+                init_key_directory(self._keys, hops=self.options.hops)
+            if self.options.auth and self.options.keys is None:
                 init_access(
                     self._keys,
                     hops=self.options.hops,
                     client_processes=self.options.client_processes,
                     prefix=self.prefix,
+                    clients_per_process=_enrolment(self.options),
                 )
             if self.options.broker is None:
                 self._broker_child, self._url = await _start_embedded_broker(
@@ -334,6 +404,8 @@ class PipelineSession:
             common += ["--round", str(round_id)]
             if not options.auth:
                 common.append("--no-auth")
+            if options.tls_ca is not None:
+                common += ["--tls-ca", os.path.abspath(options.tls_ca)]
             deadline = str(deadline_seconds)
             min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
             if n < min_batch:
@@ -355,8 +427,16 @@ class PipelineSession:
                 if options.seed is not None:
                     hop_args += ["--seed", str(_child_seed(options.seed, round_id, 1000 + index))]
                 specs.append((f"hop-{index}", hop_args))
+            # Chaos: 10 % of n hostile messages (rounded up), split over the client processes.
+            chaos_counts = (
+                [int(part.size) for part in np.array_split(np.arange(-(-n // 10)), processes)]
+                if options.chaos
+                else []
+            )
             for index, (path, count) in enumerate(value_files):
                 client_args = ["clients", *common, "--k", str(options.k)]
+                if options.chaos:
+                    client_args += ["--chaos", str(chaos_counts[index])]
                 client_args += ["--eps0", repr(options.eps0)]
                 client_args += ["--values", str(path), "--count", str(count)]
                 client_args += ["--name", f"clients-{index}"]
@@ -373,6 +453,7 @@ class PipelineSession:
                     client_id=monitor_id,
                     username=MONITOR if options.auth else None,
                     password=load_password(keys, MONITOR) if options.auth else None,
+                    tls_ca=options.tls_ca,
                 ) as monitor,
                 Inbox(monitor, name="simulate-inbox") as inbox,
             ):
@@ -427,6 +508,8 @@ class PipelineSession:
             for key in ("stages", "warning"):
                 if key in report:
                     final[key] = report[key]
+            if options.chaos:
+                final["chaos"] = _chaos_summary(seen.states, final, n)
             client_seconds = [
                 float(state.get("seconds", 0.0))
                 for name, state in seen.states.items()
@@ -446,6 +529,10 @@ class PipelineSession:
                 "dataset": dataset_label,
                 "seed": options.seed,
                 "topic_prefix": prefix,
+                "keys": "fresh" if options.keys is None else str(keys),
+                "authentication": "broker accounts and one report per enrolled client"
+                if options.auth
+                else "none (--no-auth)",
                 "deadline_seconds": deadline_seconds,
                 "min_batch": min_batch,
             }
@@ -453,6 +540,40 @@ class PipelineSession:
         finally:
             await _stop_all(children, 0.0)
             shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _chaos_summary(
+    states: dict[str, dict[str, Any]], report: dict[str, Any], n: int
+) -> dict[str, Any]:
+    """What the chaos clients injected (by kind), the rejections that must follow at hop 0 (by
+    reason), what hop 0 rejected, and whether every genuine report was counted once."""
+    injected: dict[str, int] = {}
+    expected: dict[str, int] = {}
+    for name, state in states.items():
+        if not name.startswith("clients-"):
+            continue
+        for kind, count in (state.get("injected") or {}).items():
+            injected[kind] = injected.get(kind, 0) + int(count)
+        for reason, count in (state.get("expected_rejections") or {}).items():
+            expected[reason] = expected.get(reason, 0) + int(count)
+    hop0 = report.get("stages", {}).get("hop-0", {})
+    observed = {r: int(c) for r, c in (hop0.get("rejected") or {}).items() if c}
+    return {
+        "injected": injected,
+        "injected_total": sum(injected.values()),
+        "expected_rejections": expected,
+        "hop0_rejections": observed,
+        "rejections_as_expected": observed == expected,
+        "all_reports_counted_once": report.get("n_received") == n,
+    }
+
+
+def _enrolment(options: SimulationOptions) -> int:
+    """Clients enrolled per client process: exactly the largest value slice of a one-round
+    simulation (ceil(n / processes)), else (a session of rounds of unknown size) the default."""
+    if options.n is None:
+        return DEFAULT_CLIENTS_PER_PROCESS
+    return -(-options.n // min(options.client_processes, options.n))
 
 
 async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:

@@ -5,7 +5,9 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import secrets
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -42,7 +44,7 @@ def add_parser(subparsers: Any) -> None:
         "gowalla, the number of entries of histogram/probabilities; a different --k is an error)",
     )
     p.add_argument("--eps0", type=float, default=4.0, help="local k-RR epsilon (default 4)")
-    p.add_argument("--hops", type=int, default=3, help="shuffler hops (default 3)")
+    p.add_argument("--hops", type=int, help="shuffler hops (default 3, or the hops of --keys DIR)")
     p.add_argument(
         "--dataset",
         default="synthetic",
@@ -80,6 +82,36 @@ def add_parser(subparsers: Any) -> None:
         "its own fresh account and the embedded broker enforces accounts and topic ACLs",
     )
     p.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --broker mqtts://HOST[:PORT]: every component verifies the broker against "
+        "the CA certificates (PEM) in FILE, e.g. DIR/tls/ca.pem of `shuffledp keys init --tls` "
+        "(default: the system's trust store)",
+    )
+    p.add_argument(
+        "--chaos",
+        action="store_true",
+        help="fault injection: the client processes also send 10%% of n hostile messages "
+        "(truncated, replayed, corrupted, second reports, another round's reports); the report's "
+        "'chaos' section compares hop 0's rejections with what was injected",
+    )
+    p.add_argument(
+        "--keys",
+        type=Path,
+        metavar="DIR",
+        help="use this key directory (`shuffledp keys init`: its hops, broker accounts, topic "
+        "prefix and client enrolment; e.g. for a Mosquitto started with DIR/access/"
+        "mosquitto.conf) instead of fresh keys",
+    )
+    p.add_argument(
+        "--round",
+        type=int,
+        help="round id (default 1 with fresh keys; with --keys a fresh random one, since "
+        "reports and tags are bound to the round and a round id must not repeat under one "
+        "key directory)",
+    )
+    p.add_argument(
         "--seed", type=int, help="seed every generator (reproducible; default: OS CSPRNG)"
     )
     p.add_argument("--client-processes", type=int, default=2, help="client processes (default 2)")
@@ -95,6 +127,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from shuffledp.keys import load_public_directory
     from shuffledp.simulations.datasets import DEFAULT_K, parse_dataset_spec
     from shuffledp.simulations.regions import region_from_options
     from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
@@ -105,11 +138,20 @@ def run(args: argparse.Namespace) -> int:
     k = args.k
     if k is None:
         k = parse_dataset_spec(args.dataset).fixed_k(region) or DEFAULT_K
+    hops = args.hops
+    if hops is None:
+        hops = 3 if args.keys is None else load_public_directory(args.keys).n_hops
+    round_id = args.round
+    if round_id is None:
+        round_id = 1 if args.keys is None else 1 + secrets.randbelow(2**48)
     options = SimulationOptions(
         n=args.n,
         k=k,
         eps0=args.eps0,
-        hops=args.hops,
+        hops=hops,
+        keys=args.keys,
+        chaos=args.chaos,
+        round_id=round_id,
         dataset=args.dataset,
         region=region,
         broker=args.broker,
@@ -121,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         timeout=args.timeout,
         auth=not args.no_auth,
+        tls_ca=args.tls_ca,
     )
     display = None if args.quiet else _ProgressDisplay(options)
     try:
@@ -242,6 +285,14 @@ def format_report(report: dict[str, Any]) -> str:
     lines.append(
         "rejected: " + (", ".join(f"{k} {v}" for k, v in rejected.items()) if rejected else "none")
     )
+    chaos = report.get("chaos")
+    if chaos:
+        injected = ", ".join(f"{k} {v}" for k, v in chaos["injected"].items())
+        verdict = "as expected" if chaos["rejections_as_expected"] else "NOT as expected"
+        lines.append(
+            f"chaos: injected {chaos['injected_total']} ({injected}); hop 0 rejections {verdict}; "
+            f"n_received == n: {chaos['all_reports_counted_once']}"
+        )
     timings = report.get("timings", {})
     if timings:
         lines.append(

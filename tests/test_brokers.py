@@ -399,7 +399,7 @@ def test_parse_broker_url_accepts(url: str, expected: tuple[str, int]) -> None:
 @pytest.mark.parametrize(
     ("url", "rule"),
     [
-        ("mqtts://127.0.0.1:8883", "mqtt://"),
+        ("ssl://127.0.0.1:8883", "mqtt://"),  # mqtts:// is accepted (tests/test_tls.py)
         ("http://127.0.0.1:1883", "mqtt://"),
         ("tcp://127.0.0.1:1883", "mqtt://"),
         ("127.0.0.1:1883", "mqtt://"),
