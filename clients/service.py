@@ -87,6 +87,7 @@ async def run_clients(
     rng: RandomSource | None = None,
     credentials: ProcessCredentials | None = None,
     chaos: int = 0,
+    rate: float | None = None,
 ) -> dict[str, Any]:
     """Send one report per value (module docstring); returns ``{"sent", "seconds",
     "randomness", "authenticated"}``. With ``credentials`` (client authentication) the i-th
@@ -95,7 +96,8 @@ async def run_clients(
     ``chaos`` > 0 (needs ``credentials``; simulations only): also inject that many hostile
     messages (:mod:`shuffledp.clients.chaos`) after the genuine reports they derive from and
     before this process's last report; the result then has ``injected`` (by kind) and
-    ``expected_rejections`` (by reason, at hop 0). Raises NotReadyError if hop 0 does not announce ready within
+    ``expected_rejections`` (by reason, at hop 0). ``rate`` (simulations only): send at most
+    that many reports per second (a slow client population; default: as fast as possible). Raises NotReadyError if hop 0 does not announce ready within
     ``settings.ready_timeout`` seconds (then nothing was sent), InvalidParameterError for a
     value outside [0, k) (checked for all values before anything is sent)."""
     source: RandomSource = rng if rng is not None else SystemRandom()
@@ -108,6 +110,8 @@ async def run_clients(
         bad = data[(data < 0) | (data >= settings.k)][0]
         raise InvalidParameterError(f"every value must be in [0, k) = [0, {settings.k}), got {bad}")
     require_int("chaos", chaos, 0)
+    if rate is not None:
+        require_positive("rate", rate)
     if chaos and credentials is None:
         raise InvalidParameterError(
             "chaos needs client authentication (credentials): without it injected second "
@@ -193,11 +197,21 @@ async def run_clients(
             held_back: list[bytes] = []
             if chaos and index + 1 == len(chunks):
                 messages, held_back = messages[:-1], messages[-1:]
-            sent += await publish_all(
-                transport,
-                ((ingress, message) for message in messages),
-                max_in_flight=settings.max_in_flight,
-            )
+            if rate is None:
+                sent += await publish_all(
+                    transport,
+                    ((ingress, message) for message in messages),
+                    max_in_flight=settings.max_in_flight,
+                )
+            else:  # paced: slices of a tenth of a second's worth, each on schedule
+                step = max(1, int(rate / 10))
+                for first in range(0, len(messages), step):
+                    await asyncio.sleep(max(0.0, started + sent / rate - time.monotonic()))
+                    sent += await publish_all(
+                        transport,
+                        ((ingress, m) for m in messages[first : first + step]),
+                        max_in_flight=settings.max_in_flight,
+                    )
             if chaos and not sources:
                 sources = list(messages)
             if held_back:

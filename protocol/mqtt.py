@@ -288,6 +288,11 @@ class MqttTransport:
             )
         self.reconnect_timeout = float(reconnect_timeout)
         self.reconnects = 0
+        self._will_topic = will_topic
+        # The last retained message this connection published on its will topic (the stage's
+        # status): the will may delete it when the connection is lost, so a reconnection
+        # publishes it again (else the other stages would wait for a "ready" that is gone).
+        self._will_status: bytes | None = None
         self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
@@ -470,6 +475,11 @@ class MqttTransport:
             # broker that lost its state (it then also sends the retained messages again).
             for topic_filter in self._subscriptions:
                 await self._client.subscribe(topic_filter, qos=QOS)
+            if self._will_topic is not None and self._will_status:
+                await self._client.publish(
+                    self._will_topic, self._will_status, qos=QOS, retain=True
+                )
+            _RECONNECT_LOG.warning("reconnected to %s (reconnection %d)", self.url, self.reconnects)
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish at QoS 1 and wait for the PUBACK. With ``reconnect_timeout``, a lost
@@ -479,6 +489,8 @@ class MqttTransport:
             generation = self._generation
             try:
                 await self._client.publish(topic, bytes(payload), qos=QOS, retain=retain)
+                if retain and topic == self._will_topic:
+                    self._will_status = bytes(payload)
                 return
             except aiomqtt.MqttError as exc:
                 await self._reconnect(generation, exc, f"publish to {topic!r} at {self.url} failed")

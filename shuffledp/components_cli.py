@@ -84,6 +84,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         "e.g. KEYS/tls/ca.pem from `shuffledp keys init --tls` (default: the system's trust "
         "store); an error with a plain mqtt:// broker",
     )
+    p.add_argument(
+        "--reconnect",
+        type=float,
+        metavar="SECONDS",
+        help="keep a persistent MQTT session and, if the broker goes away (a restarted "
+        "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop with "
+        f"--state-dir: {RECONNECT_SECONDS:g})",
+    )
     p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
 
 
@@ -166,6 +174,12 @@ def add_parsers(subparsers: Any) -> None:
     clients.add_argument("--name", default="clients-0", help="this process's stage name")
     clients.add_argument("--seed", type=int, help="seeded k-RR (simulations only)")
     clients.add_argument(
+        "--rate",
+        type=float,
+        metavar="R",
+        help="simulations only: send at most R reports per second (default: as fast as possible)",
+    )
+    clients.add_argument(
         "--chaos",
         type=int,
         default=0,
@@ -234,6 +248,23 @@ def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, s
     return identity, load_password(args.keys, identity)
 
 
+def _session(
+    args: argparse.Namespace, stage: str, reconnect: float, *, persistent: bool = False
+) -> dict[str, Any]:
+    """MqttTransport options for ``stage``: with ``reconnect`` > 0 (or ``persistent``) a
+    persistent session under a client id that a restarted process finds again, waiting out a
+    broker restart for up to ``reconnect`` seconds; else a fresh random client id."""
+    if not reconnect >= 0 or reconnect == float("inf"):  # also NaN
+        raise InvalidParameterError(f"--reconnect must be finite and >= 0 seconds, got {reconnect}")
+    if reconnect == 0 and not persistent:
+        return {"client_id": _client_id(stage)}
+    return {
+        "client_id": _session_client_id(args.prefix, args.round, stage),
+        "persistent_session": True,
+        "reconnect_timeout": reconnect,
+    }
+
+
 def _client_process_index(name: str) -> int:
     """j of a client process named clients-<j> (its broker identity and its client keys)."""
     match = re.fullmatch(r"clients-(0|[1-9][0-9]{0,4})", name)
@@ -295,19 +326,18 @@ def _run_hop(args: argparse.Namespace) -> int:
     )
 
     async def main() -> int:
-        recoverable = args.state_dir is not None
+        journaled = args.state_dir is not None
+        reconnect = args.reconnect
+        if reconnect is None:
+            reconnect = RECONNECT_SECONDS if journaled else 0.0
         async with MqttTransport(
             args.broker,
-            client_id=_session_client_id(args.prefix, args.round, settings.stage)
-            if recoverable
-            else _client_id(settings.stage),
             will_topic=_will(args, settings.stage),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
-            manual_ack=recoverable,
-            persistent_session=recoverable,
-            reconnect_timeout=RECONNECT_SECONDS if recoverable else 0.0,
+            manual_ack=journaled,
+            **_session(args, settings.stage, reconnect, persistent=journaled),
         ) as t:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
@@ -342,8 +372,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
     async def main() -> int:
         async with MqttTransport(
             args.broker,
-            client_id=_client_id("analyzer"),
             will_topic=_will(args, "analyzer"),
+            **_session(args, "analyzer", args.reconnect or 0.0),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
@@ -397,8 +427,8 @@ def _run_clients(args: argparse.Namespace) -> int:
     async def main() -> int:
         async with MqttTransport(
             args.broker,
-            client_id=_client_id(args.name),
             will_topic=_will(args, args.name),
+            **_session(args, args.name, args.reconnect or 0.0),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
@@ -412,6 +442,7 @@ def _run_clients(args: argparse.Namespace) -> int:
                 rng=rng,
                 credentials=credentials,
                 chaos=args.chaos,
+                rate=args.rate,
             )
         return 0
 

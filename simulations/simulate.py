@@ -75,6 +75,11 @@ __all__ = [
     "run_simulation",
 ]
 
+MOSQUITTO = "mosquitto"
+"""``broker`` value that makes the session start its own Mosquitto (loopback, free port, with
+the session's accounts and ACLs unless auth is off)."""
+
+
 GRACE_SECONDS = 5.0
 BROKER_START_TIMEOUT = 20.0
 
@@ -129,10 +134,17 @@ class SimulationOptions:
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
-        if self.broker is not None:
+        if self.broker is not None and self.broker != MOSQUITTO:
             parse_broker_url(self.broker)
+        if self.chaos and self.broker is None:
+            raise InvalidParameterError(
+                "chaos kills and restarts a hop mid-round, which needs a broker that keeps MQTT "
+                "sessions (the restarted hop must receive what arrived while it was down); the "
+                "embedded amqtt broker does not: use --broker mosquitto (or an external "
+                "Mosquitto URL)"
+            )
         if self.tls_ca is not None:
-            if self.broker is None or not parse_broker_address(self.broker).tls:
+            if self.broker in (None, MOSQUITTO) or not parse_broker_address(self.broker).tls:
                 raise InvalidParameterError(
                     f"tls_ca (--tls-ca {self.tls_ca}) needs an mqtts:// broker (--broker "
                     f"mqtts://HOST[:PORT]), got broker {self.broker!r}"
@@ -313,6 +325,7 @@ class PipelineSession:
         )
         self._workdir: Path | None = None
         self._broker_child: _Child | None = None
+        self._mosquitto: Any = None  # a MosquittoBroker started for broker == "mosquitto"
         self._url: str | None = None
         self._broker_label = ""
         self._keys: Path | None = None
@@ -344,6 +357,16 @@ class PipelineSession:
                     self._workdir, self._keys if self.options.auth else None
                 )
                 self._broker_label = f"embedded amqtt at {self._url}"
+            elif self.options.broker == MOSQUITTO:
+                from shuffledp.simulations.broker import MosquittoBroker
+
+                self._mosquitto = MosquittoBroker(
+                    access_dir=self._keys / "access" if self.options.auth else None
+                )
+                await self._mosquitto.__aenter__()
+                self._url = self._mosquitto.url
+                enforced = "accounts and ACLs enforced" if self.options.auth else "open"
+                self._broker_label = f"Mosquitto at {self._url} ({enforced})"
             else:
                 self._url = self.options.broker
                 self._broker_label = self._url
@@ -356,6 +379,9 @@ class PipelineSession:
         if self._broker_child is not None:
             await _wait_or_kill(self._broker_child, 0.0)
             self._broker_child = None
+        if self._mosquitto is not None:
+            mosquitto, self._mosquitto = self._mosquitto, None
+            await mosquitto.__aexit__(None, None, None)
         if self._workdir is not None:
             shutil.rmtree(self._workdir, ignore_errors=True)
             self._workdir = None
@@ -426,6 +452,8 @@ class PipelineSession:
                 hop_args += ["--min-batch", str(min_batch), "--deadline", deadline]
                 if options.seed is not None:
                     hop_args += ["--seed", str(_child_seed(options.seed, round_id, 1000 + index))]
+                if options.chaos:  # journaled, so that it can be killed and restarted
+                    hop_args += ["--state-dir", str(workdir / "state")]
                 specs.append((f"hop-{index}", hop_args))
             # Chaos: 10 % of n hostile messages (rounded up), split over the client processes.
             chaos_counts = (
@@ -437,6 +465,10 @@ class PipelineSession:
                 client_args = ["clients", *common, "--k", str(options.k)]
                 if options.chaos:
                     client_args += ["--chaos", str(chaos_counts[index])]
+                    # Sending takes >= CHAOS_SEND_SECONDS, so that hop 0 is still collecting
+                    # when the launcher kills it (no slower than needed at large n).
+                    rate = max(1.0, count / CHAOS_SEND_SECONDS)
+                    client_args += ["--rate", repr(rate)]
                 client_args += ["--eps0", repr(options.eps0)]
                 client_args += ["--values", str(path), "--count", str(count)]
                 client_args += ["--name", f"clients-{index}"]
@@ -464,8 +496,18 @@ class PipelineSession:
                 try:
                     for name, args in specs:
                         children.append(await _spawn(name, args, workdir))
+                    fault = (
+                        _HopKill(
+                            stage="hop-0",
+                            threshold=max(1, n // 4),
+                            args=dict(specs)["hop-0"],
+                            workdir=workdir,
+                        )
+                        if options.chaos
+                        else None
+                    )
                     report, seen = await _watch(
-                        inbox, children, prefix, round_id, timeout, on_progress
+                        inbox, children, prefix, round_id, timeout, on_progress, fault
                     )
                 except BaseException:
                     # Ctrl-C or a failure: stop the children first, before the monitor's
@@ -510,6 +552,8 @@ class PipelineSession:
                     final[key] = report[key]
             if options.chaos:
                 final["chaos"] = _chaos_summary(seen.states, final, n)
+                assert fault is not None
+                final["chaos"]["hop_killed"] = fault.summary()
             client_seconds = [
                 float(state.get("seconds", 0.0))
                 for name, state in seen.states.items()
@@ -542,11 +586,16 @@ class PipelineSession:
             shutil.rmtree(workdir, ignore_errors=True)
 
 
+CHAOS_SEND_SECONDS = 2.0
+"""With --chaos, client processes pace themselves to send for at least this long."""
+
+
 def _chaos_summary(
     states: dict[str, dict[str, Any]], report: dict[str, Any], n: int
 ) -> dict[str, Any]:
     """What the chaos clients injected (by kind), the rejections that must follow at hop 0 (by
-    reason), what hop 0 rejected, and whether every genuine report was counted once."""
+    reason), what hop 0 rejected, and whether every genuine report was counted once
+    (``n_received == n``: none lost, none counted twice)."""
     injected: dict[str, int] = {}
     expected: dict[str, int] = {}
     for name, state in states.items():
@@ -558,12 +607,21 @@ def _chaos_summary(
             expected[reason] = expected.get(reason, 0) + int(count)
     hop0 = report.get("stages", {}).get("hop-0", {})
     observed = {r: int(c) for r, c in (hop0.get("rejected") or {}).items() if c}
+    # A killed hop 0 may see a few of its own inputs again: the broker redelivers what was
+    # journaled but not yet acknowledged when it died, and the journal's seen-set counts them
+    # `duplicate` (never accepted twice). So duplicates may exceed the injected replays; every
+    # other reason must match exactly.
+    extra_duplicates = observed.get("duplicate", 0) - expected.get("duplicate", 0)
+    others_match = {r: c for r, c in observed.items() if r != "duplicate"} == {
+        r: c for r, c in expected.items() if r != "duplicate"
+    }
     return {
         "injected": injected,
         "injected_total": sum(injected.values()),
         "expected_rejections": expected,
         "hop0_rejections": observed,
-        "rejections_as_expected": observed == expected,
+        "redelivered_duplicates": extra_duplicates,
+        "rejections_as_expected": others_match and extra_duplicates >= 0,
         "all_reports_counted_once": report.get("n_received") == n,
     }
 
@@ -636,8 +694,11 @@ async def _watch(
     round_id: int,
     timeout: float,
     on_progress: ProgressCallback | None,
+    fault: _HopKill | None = None,
 ) -> tuple[dict[str, Any], _Progress]:
-    """Follow progress until the report arrives; SimulationError if a child fails first."""
+    """Follow progress until the report arrives; SimulationError if a child fails first.
+    With ``fault``: kill its stage with SIGKILL once its progress shows ``threshold`` accepted
+    messages and start it again with the same arguments (``simulate --chaos``)."""
     seen = _Progress()
     report_at = report_topic(prefix, round_id)
     stop_at = time.monotonic() + timeout
@@ -668,10 +729,63 @@ async def _watch(
         stage = str(body.get("stage", "?"))
         if "/progress/" in message.topic:
             seen.counts[stage] = body
+            if fault is not None and fault.due(stage, body):
+                await fault.kill_and_restart(children, int(body.get("accepted", 0)))
         else:
             seen.states[stage] = body
         if on_progress is not None:
             on_progress(seen.counts, seen.states)
+
+
+@dataclass(slots=True, kw_only=True)
+class _HopKill:
+    """The hop `simulate --chaos` kills with SIGKILL once it has accepted ``threshold``
+    messages, and restarts at once with the same arguments (it resumes from its journal)."""
+
+    stage: str
+    threshold: int
+    args: list[str]
+    workdir: Path
+    killed_at_accepted: int | None = None
+    expected: int | None = None
+    killed_state: str = ""
+    restarted: bool = False
+    down_seconds: float | None = None
+
+    def due(self, stage: str, progress: dict[str, Any]) -> bool:
+        return (
+            self.killed_at_accepted is None
+            and stage == self.stage
+            and int(progress.get("accepted", 0)) >= self.threshold
+        )
+
+    async def kill_and_restart(self, children: list[_Child], accepted: int) -> None:
+        index = next(i for i, child in enumerate(children) if child.name == self.stage)
+        child = children[index]
+        killed = time.monotonic()
+        self.killed_at_accepted = accepted  # its last progress before the kill
+        if child.process.returncode is not None:
+            self.killed_state = "already exited"  # nothing to kill, nothing to restart
+            return
+        self.killed_state = "running"
+        with contextlib.suppress(ProcessLookupError):
+            child.process.kill()
+        await child.process.wait()
+        children[index] = await _spawn(f"{self.stage}-restarted", self.args, self.workdir)
+        children[index].name = self.stage
+        self.restarted = True
+        self.down_seconds = round(time.monotonic() - killed, 3)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "stage": self.stage,
+            "signal": "SIGKILL",
+            "when": f"after its progress showed >= {self.threshold} accepted messages",
+            "last_progress_accepted": self.killed_at_accepted,
+            "process_was": self.killed_state or "not killed (the round ended first)",
+            "restarted": self.restarted,
+            "restart_seconds": self.down_seconds,
+        }
 
 
 async def _stop_all(children: list[_Child], grace: float) -> None:

@@ -73,7 +73,9 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--broker",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
+        help="external broker URL, e.g. mqtt://127.0.0.1:1883, or 'mosquitto' to start a "
+        "Mosquitto (installed) on a free loopback port with this run's accounts and ACLs "
+        "(default: start the embedded amqtt broker)",
     )
     p.add_argument(
         "--no-auth",
@@ -93,8 +95,10 @@ def add_parser(subparsers: Any) -> None:
         "--chaos",
         action="store_true",
         help="fault injection: the client processes also send 10%% of n hostile messages "
-        "(truncated, replayed, corrupted, second reports, another round's reports); the report's "
-        "'chaos' section compares hop 0's rejections with what was injected",
+        "(truncated, replayed, corrupted, second reports, another round's reports), and hop 0 "
+        "is killed with SIGKILL mid-round and restarted (it resumes from its journal); the "
+        "report's 'chaos' section compares hop 0's rejections with what was injected. Needs a "
+        "broker that keeps sessions: --broker mosquitto",
     )
     p.add_argument(
         "--keys",
@@ -289,8 +293,16 @@ def format_report(report: dict[str, Any]) -> str:
     if chaos:
         injected = ", ".join(f"{k} {v}" for k, v in chaos["injected"].items())
         verdict = "as expected" if chaos["rejections_as_expected"] else "NOT as expected"
+        killed = chaos.get("hop_killed") or {}
+        restart = (
+            f"; {killed['stage']} killed (SIGKILL) at {killed['last_progress_accepted']} "
+            f"accepted and restarted: {killed['restarted']}"
+            if killed.get("last_progress_accepted") is not None
+            else ""
+        )
         lines.append(
-            f"chaos: injected {chaos['injected_total']} ({injected}); hop 0 rejections {verdict}; "
+            f"chaos: injected {chaos['injected_total']} ({injected}); hop 0 rejections {verdict} "
+            f"({chaos['redelivered_duplicates']} redelivered after the restart){restart}; "
             f"n_received == n: {chaos['all_reports_counted_once']}"
         )
     timings = report.get("timings", {})

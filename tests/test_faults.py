@@ -976,9 +976,10 @@ class PersistentMosquitto:
     fixed port so that it can be stopped (SIGTERM: it saves its sessions, queued messages and
     retained messages) and started again."""
 
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, access_dir: Path | None = None) -> None:
         from shuffledp.simulations.broker import free_loopback_port
 
+        self.access_dir = access_dir  # accounts and ACLs (shuffledp.access), or an open broker
         self.directory = directory
         self.port = free_loopback_port()
         self.url = f"mqtt://127.0.0.1:{self.port}"
@@ -987,12 +988,12 @@ class PersistentMosquitto:
     def start(self) -> None:
         from shuffledp.simulations.broker import find_mosquitto, write_mosquitto_config
 
-        config = write_mosquitto_config(self.directory, self.port)
+        config = write_mosquitto_config(self.directory, self.port, access_dir=self.access_dir)
         text = config.read_text()
         assert "persistence false\n" in text
         persistent = f"persistence true\npersistence_location {self.directory}/\n"
-        if os.geteuid() == 0:  # as root mosquitto would write as user "mosquitto": it cannot
-            persistent += "user root\n"
+        if os.geteuid() == 0 and "\nuser root\n" not in text:  # as root mosquitto would
+            persistent += "user root\n"  # write as user "mosquitto": it cannot
         config.write_text(text.replace("persistence false\n", persistent))
         binary = find_mosquitto()
         assert binary is not None
