@@ -3,7 +3,8 @@
 Each runs one round against a broker URL and a key directory (`shuffledp keys init`), as a
 deployment would; `shuffledp simulate` only launches these. They share nothing but the broker,
 the topic prefix and round id, and the key directory (hops and the analyzer read their private
-key; clients read only the public directory).
+key; clients read the public directory, and with client authentication their process key in
+``access/``).
 
 Exit codes: 0 done; 2 bad input (one line on stderr); 3 the round was refused (a hop held fewer
 than its minimum batch, or an upstream hop refused); 4 a stage did not become ready in time or

@@ -4,7 +4,8 @@ Layout of a key directory DIR for H hops (1 <= H <= MAX_HOPS):
 
 - ``public.json`` (mode 0644): ``{"format": "shuffledp-keys", "version": 1, "n_hops": H,
   "hops": [hex of hop 0's public key, ...], "analyzer": hex of the analyzer's public key}``.
-  Clients need only this file.
+  Clients need only this file of it (with client authentication also their process key in
+  ``access/``, :mod:`shuffledp.access`).
 - ``hop-0.key`` ... ``hop-{H-1}.key`` and ``analyzer.key`` (mode 0600): the 64 lowercase hex
   characters of the stage's 32-byte X25519 private key, then a newline. Each belongs on its
   stage's machine only.
