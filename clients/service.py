@@ -97,9 +97,11 @@ async def run_clients(
     messages (:mod:`shuffledp.clients.chaos`) after the genuine reports they derive from and
     before this process's last report; the result then has ``injected`` (by kind) and
     ``expected_rejections`` (by reason, at hop 0). ``rate`` (simulations only): send at most
-    that many reports per second (a slow client population; default: as fast as possible). Raises NotReadyError if hop 0 does not announce ready within
-    ``settings.ready_timeout`` seconds (then nothing was sent), InvalidParameterError for a
-    value outside [0, k) (checked for all values before anything is sent)."""
+    that many reports per second (a slow client population; default: as fast as possible).
+
+    Raises NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout``
+    seconds (then nothing was sent), InvalidParameterError for a value outside [0, k) (checked
+    for all values before anything is sent) or bad chaos/rate parameters."""
     source: RandomSource = rng if rng is not None else SystemRandom()
     data = np.asarray(values)
     if data.ndim != 1 or (data.size and not np.issubdtype(data.dtype, np.integer)):

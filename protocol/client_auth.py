@@ -76,7 +76,8 @@ def _require_key(name: str, key: object) -> bytes:
 
 
 def client_id_of(process: int, index: int) -> int:
-    """The id of the ``index``-th client of client process ``process``: ``process << 32 | index``."""
+    """The id of the ``index``-th client of client process ``process``:
+    ``process << 32 | index``."""
     require_int("process", process, 0, MAX_CLIENT_PROCESSES - 1)
     require_int("index", index, 0, MAX_CLIENTS_PER_PROCESS - 1)
     return process << 32 | index

@@ -428,8 +428,8 @@ class MqttTransport:
 
     async def _reconnect(self, generation: int, lost: aiomqtt.MqttError, failure: str) -> None:
         """Connect again after the connection ``generation`` was lost (``failure`` says what
-        failed; once for all the tasks that noticed), retrying with a growing pause (0.1 s doubling to 2 s) for
-        at most ``reconnect_timeout`` seconds; then MqttConnectionError. The session resumes:
+        failed; once for all the tasks that noticed), retrying with a growing pause (0.1 s
+        doubling to 2 s) for at most ``reconnect_timeout`` seconds; then MqttConnectionError. The session resumes:
         the broker redelivers what was not acknowledged and what it queued meanwhile."""
         if self.reconnect_timeout <= 0:
             raise MqttConnectionError(f"{failure}: {lost}") from lost

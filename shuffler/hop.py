@@ -15,8 +15,9 @@ and counted (``HopRound.rejected``, one counter per slug of :data:`HOP_REJECTION
    replays of an accepted message and repeats of a message rejected below are all caught here
    and cost no second decryption;
 3. ``batch-full``: ``expected_size`` messages are already accepted (the message is not opened);
-4. only at hop 0 with client authentication (a :class:`~shuffledp.protocol.client_auth.ClientVerifier`
-   passed as ``verifier``; every message then carries a 40-byte envelope in front of the onion):
+4. only at hop 0 with client authentication (a
+   :class:`~shuffledp.protocol.client_auth.ClientVerifier` passed as ``verifier``; every
+   message then carries a 40-byte envelope in front of the onion):
    ``unknown-client`` (the id is not enrolled), ``bad-authenticator`` (the tag does not verify
    for this round), ``client-already-reported`` (this client's authentic report was already
    taken this round: one report per client per round). The envelope is stripped: only the onion

@@ -99,8 +99,8 @@ class HopSettings:
     ``expected_size``: the round's batch size (the number of clients); ``min_batch`` in
     [1, expected_size]: below it the hop refuses to release; ``deadline`` > 0: when collection
     stops if the batch is not complete (``closing_time``: for hop 0 seconds after ``ready``, for
-    a later hop seconds after the upstream's first frame); ``ready_timeout`` > 0: seconds to wait for the
-    downstream's ``ready`` before giving up.
+    a later hop seconds after the upstream's first frame); ``ready_timeout`` > 0: seconds to
+    wait for the downstream's ``ready`` before giving up.
     """
 
     prefix: str

@@ -747,7 +747,6 @@ class _HopKill:
     args: list[str]
     workdir: Path
     killed_at_accepted: int | None = None
-    expected: int | None = None
     killed_state: str = ""
     restarted: bool = False
     down_seconds: float | None = None
