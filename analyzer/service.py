@@ -11,6 +11,20 @@
    ``stages`` holds each hop's round log; publish it (JSON, retained) on the report topic and
    announce ``done``. If a hop refused the round, the report says so in ``error`` and holds no
    histogram.
+
+Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
+:mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
+(:mod:`~shuffledp.shuffler.journal`, the hops' record format) and acknowledges each burst of
+frames only once it is on disk. Restarted with the same arguments after a SIGKILL, it feeds the
+journaled frames through the same code as live ones
+(:func:`~shuffledp.shuffler.journal.feed_inputs`: the frame assembler, then AnalyzerRound), so
+its counts and rejections are back exactly, and a frame the broker delivers again (journaled,
+not yet acknowledged when it died) is a ``duplicate-frame``, never counted twice. Nothing of the
+report needs journaling: it is computed from the counts (``baseline_rng`` aside, simulations
+only). The journal is removed once the report is published. The transport must acknowledge
+manually over a persistent session with a client id stable across restarts
+(``MqttTransport(manual_ack=True, persistent_session=True)``). A restarted analyzer that had
+frames already counts its deadline from its new ``ready``.
 """
 
 from __future__ import annotations
@@ -18,7 +32,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import os
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,14 +60,21 @@ from shuffledp.protocol.runtime import (
     retained_status,
 )
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
-from shuffledp.protocol.transport import Transport
+from shuffledp.protocol.transport import (
+    AcknowledgingTransport,
+    Message,
+    Transport,
+    require_journaling,
+)
+from shuffledp.shuffler.journal import HopJournal, JournalIdentity, feed_inputs, replay
 
 __all__ = ["AnalyzerSettings", "run_analyzer"]
 
 logger = logging.getLogger("shuffledp.analyzer")
 
 PROGRESS_INTERVAL = 0.5
-OFFER_CHUNK = 4096
+FRAME_BURST = 16
+"""Frames (up to 256 KiB each) taken, journaled and acknowledged together (as a hop does)."""
 STAGE = "analyzer"
 
 
@@ -93,12 +116,17 @@ async def run_analyzer(
     randomness_name: str | None = None,
     true_histogram: Any = None,
     baseline_rng: Any = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
     """Run the analyzer for one round (module docstring); returns the published report.
 
     ``randomness_name`` is what the report says drove the randomness (default: what the hops
     reported, clients unknown to the analyzer). ``true_histogram`` (simulations only) adds the
-    utility section.
+    utility section. ``state_dir``: keep a journal there and acknowledge frames only once
+    journaled, resuming from an earlier run's journal (module docstring; InvalidParameterError
+    unless the transport acknowledges manually over a persistent session; JournalError if the
+    journal belongs to other settings or key, is in use by another process or cannot be
+    written).
     """
     if not isinstance(settings, AnalyzerSettings):
         raise InvalidParameterError(
@@ -107,13 +135,68 @@ async def run_analyzer(
     analyzer = AnalyzerRound(
         round_id=settings.round_id, k=settings.k, n_hops=settings.n_hops, private_key=private_key
     )
+    journal: HopJournal | None = None
+    if state_dir is not None:
+        require_journaling(transport)
+        identity = JournalIdentity.for_analyzer(
+            prefix=settings.prefix,
+            round_id=settings.round_id,
+            n_hops=settings.n_hops,
+            k=settings.k,
+            input_length=analyzer.input_length,
+            expected_size=settings.n_expected,
+            key_id=JournalIdentity.key_id_of(bytes(private_key.public_key)),
+        )
+        journal = await asyncio.to_thread(HopJournal.open, state_dir, identity)
+    try:
+        return await _run_analyzer(
+            transport,
+            settings,
+            analyzer,
+            journal,
+            randomness_name=randomness_name,
+            true_histogram=true_histogram,
+            baseline_rng=baseline_rng,
+        )
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+async def _run_analyzer(
+    transport: Transport,
+    settings: AnalyzerSettings,
+    analyzer: AnalyzerRound,
+    journal: HopJournal | None,
+    *,
+    randomness_name: str | None,
+    true_histogram: Any,
+    baseline_rng: Any,
+) -> dict[str, Any]:
     ingress = analyzer_topic(settings.prefix, settings.round_id)
     assembler = FrameAssembler(settings.round_id)
+    acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
+    journal_log: dict[str, Any] = {}
+    if journal is not None:
+        journal_log = {
+            "resumed_inputs": journal.contents.inputs,
+            "dropped_bytes": journal.contents.dropped_bytes,
+        }
+
+    def settle(messages: Iterable[Message]) -> None:
+        """Acknowledge ``messages`` (journaled, or not to be kept): every message is settled,
+        else the broker's window of unacknowledged messages fills up and it stops delivering."""
+        if acknowledging is not None:
+            for message in messages:
+                acknowledging.ack(message)
+
     async with (
         Inbox(transport, name="analyzer-inbox") as inbox,
         peel_pool(STAGE) as mapper,
         retained_status(transport, settings.prefix, settings.round_id, STAGE),
     ):
+        if journal is not None:
+            await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=mapper)
         await transport.subscribe(ingress)
         await publish_state(transport, settings.prefix, settings.round_id, STAGE, "ready")
         started = time.monotonic()
@@ -132,6 +215,8 @@ async def run_analyzer(
             )
 
         first_arrival: float | None = None
+        if assembler.frames_received:  # resumed from the journal
+            first_arrival = started
         while not assembler.complete:
             now = time.monotonic()
             close_at = closing_time(
@@ -147,15 +232,27 @@ async def run_analyzer(
                 await progress()
                 next_progress = now + PROGRESS_INTERVAL
             message = await inbox.get(min(close_at, next_progress) - now)
-            if message is None or message.topic != ingress:
+            if message is None:
+                continue
+            # Every frame that has already arrived, fed and journaled together (one fsync).
+            frames: list[Message] = []
+            others: list[Message] = []
+            for item in [message, *inbox.drain(FRAME_BURST - 1)]:
+                (frames if item.topic == ingress else others).append(item)
+            settle(others)
+            if not frames:
                 continue
             if first_arrival is None:
                 first_arrival = time.monotonic()
-            items = list(assembler.add(message.payload))
-            for start in range(0, len(items), OFFER_CHUNK):
-                await asyncio.to_thread(
-                    analyzer.offer_many, items[start : start + OFFER_CHUNK], mapper=mapper
+            payloads = [frame.payload for frame in frames]
+            if journal is None:
+                await asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper)
+            else:
+                await asyncio.gather(
+                    asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper),
+                    asyncio.to_thread(journal.append_inputs, payloads),
                 )
+            settle(frames)
         collected = time.monotonic()
         await progress()
 
@@ -170,6 +267,13 @@ async def run_analyzer(
             "upstream_complete": assembler.complete,
             "collect_seconds": round(collected - started, 6),
         }
+        if journal is not None:
+            journal_log.update(
+                syncs=journal.syncs,
+                bytes=journal.bytes_written,
+                sync_seconds=round(journal.sync_seconds, 6),
+            )
+            own_log["journal"] = journal_log
         stages[STAGE] = own_log
         rejected = merge_rejected(
             *(log.get("rejected", {}) for log in stages.values() if isinstance(log, dict)),
@@ -211,6 +315,8 @@ async def run_analyzer(
             json.dumps(report, allow_nan=False).encode(),
             retain=True,
         )
+        if journal is not None:
+            await asyncio.to_thread(journal.remove)  # published: nothing left to recover
         await publish_state(
             transport,
             settings.prefix,

@@ -211,13 +211,14 @@ class MqttTransport:
     broker account (:mod:`shuffledp.access`; both or neither); a broker that refuses them makes
     entering the block raise MqttConnectionError naming the user (never the password).
 
-    Surviving a crash (a hop with a journal): ``persistent_session=True`` connects with MQTT
-    3.1.1 CleanSession = 0, so the broker keeps this ``client_id``'s subscriptions and queues
-    QoS 1 messages while the process is down (the id must then be stable across restarts and
-    unique to the stage); a clean exit of the block ends the session. ``manual_ack=True`` sends
-    no PUBACK until :meth:`ack` is called for the message: the broker delivers an unacknowledged
-    message again to the next connection of the session. Both need Mosquitto: the embedded amqtt
-    broker (0.12) redelivers neither unacknowledged nor queued messages after a reconnect.
+    Surviving a crash (a hop or the analyzer with a journal): ``persistent_session=True``
+    connects with MQTT 3.1.1 CleanSession = 0, so the broker keeps this ``client_id``'s
+    subscriptions and queues QoS 1 messages while the process is down (the id must then be
+    stable across restarts and unique to the stage); a clean exit of the block ends the
+    session. ``manual_ack=True`` sends no PUBACK until :meth:`ack` is called for the message:
+    the broker delivers an unacknowledged message again to the next connection of the session.
+    Both need Mosquitto: the embedded amqtt broker (0.12) redelivers neither unacknowledged nor
+    queued messages after a reconnect.
     ``reconnect_timeout`` > 0 (persistent sessions only): a lost connection (the broker
     restarted) is re-established for up to that many seconds instead of raising; a publish that
     failed is sent again (at least once), :meth:`messages` continues with what the resumed

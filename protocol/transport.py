@@ -14,7 +14,8 @@ that is the whole interface (:class:`Transport`):
 A transport may also take acknowledgements (:class:`AcknowledgingTransport`, ``ack(message)``):
 over MQTT with manual acknowledgement the broker redelivers a QoS 1 message, after a crash and a
 reconnect with the same persistent session, until it is acknowledged, so a stage that must not
-lose what it received acknowledges only once that is on disk (a hop's journal).
+lose what it received acknowledges only once that is on disk (the journal of a hop or of the
+analyzer; :func:`require_journaling` checks that a connection can do that).
 
 :class:`MemoryBroker` / :class:`MemoryTransport` implement it inside one event loop, for unit
 tests; :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
@@ -29,7 +30,7 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from shuffledp.accountant.mechanism import require_int
+from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 
 __all__ = [
     "AcknowledgingTransport",
@@ -38,6 +39,7 @@ __all__ = [
     "Message",
     "Transport",
     "publish_all",
+    "require_journaling",
     "topic_matches",
 ]
 
@@ -73,6 +75,29 @@ class AcknowledgingTransport(Transport, Protocol):
     by itself)."""
 
     def ack(self, message: Message) -> None: ...
+
+
+def require_journaling(transport: Transport) -> AcknowledgingTransport:
+    """``transport`` if a stage with a journal (``state_dir``) can use it: it takes
+    acknowledgements, acknowledges only when told to (``manual_ack``) and keeps its session
+    across a reconnect (``persistent_session``); a transport without these attributes (the
+    in-memory one) is taken as having them. InvalidParameterError otherwise: an automatic
+    PUBACK, or a session the broker drops with the connection, would lose what was delivered
+    but not yet journaled."""
+    if not isinstance(transport, AcknowledgingTransport):
+        raise InvalidParameterError(
+            f"state_dir needs a transport that takes acknowledgements (ack), got "
+            f"{type(transport).__name__}"
+        )
+    manual_ack = getattr(transport, "manual_ack", True)
+    persistent_session = getattr(transport, "persistent_session", True)
+    if not manual_ack or not persistent_session:
+        raise InvalidParameterError(
+            "state_dir needs a connection with manual acknowledgement and a persistent "
+            "session (MqttTransport(manual_ack=True, persistent_session=True)), got "
+            f"manual_ack={manual_ack}, persistent_session={persistent_session}"
+        )
+    return transport
 
 
 async def publish_all(

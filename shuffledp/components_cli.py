@@ -56,8 +56,9 @@ DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
 DEFAULT_PREFIX = "shuffledp"
 DEFAULT_DEADLINE = 300.0
 RECONNECT_SECONDS = 60.0
-"""How long a hop with --state-dir keeps trying to reconnect to a broker that went away (a
-restarted Mosquitto with persistence: the session and its queued messages are still there)."""
+"""How long a hop or the analyzer with --state-dir keeps trying to reconnect to a broker that
+went away (a restarted Mosquitto with persistence: the session and its queued messages are still
+there)."""
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -90,8 +91,8 @@ def _common(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="SECONDS",
         help="keep a persistent MQTT session and, if the broker goes away (a restarted "
-        "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop with "
-        f"--state-dir: {RECONNECT_SECONDS:g})",
+        "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop or "
+        f"the analyzer with --state-dir: {RECONNECT_SECONDS:g})",
     )
     p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
 
@@ -152,6 +153,15 @@ def add_parsers(subparsers: Any) -> None:
         f"(default {DEFAULT_DEADLINE:g})",
     )
     analyzer.add_argument("--out", type=Path, help="also write the report (JSON) to this file")
+    analyzer.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep a journal of the frames received in DIR (created 0700) and acknowledge them "
+        "only once journaled, with a persistent MQTT session: an analyzer killed mid-round and "
+        "restarted with the same arguments counts every report exactly once, and a broker "
+        f"restart is waited out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
+    )
     analyzer.set_defaults(func=_run_analyzer)
 
     clients = subparsers.add_parser(
@@ -371,15 +381,20 @@ def _run_analyzer(args: argparse.Namespace) -> int:
     username, password = _credentials(args, "analyzer")
 
     async def main() -> int:
+        journaled = args.state_dir is not None
+        reconnect = args.reconnect
+        if reconnect is None:
+            reconnect = RECONNECT_SECONDS if journaled else 0.0
         async with MqttTransport(
             args.broker,
             will_topic=_will(args, "analyzer"),
-            **_session(args, "analyzer", args.reconnect or 0.0),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
+            manual_ack=journaled,
+            **_session(args, "analyzer", reconnect, persistent=journaled),
         ) as t:
-            report = await run_analyzer(t, settings, key)
+            report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
         text = json.dumps(report, allow_nan=False)
         if args.out is not None:
             args.out.write_text(text + "\n", encoding="utf-8")

@@ -1,4 +1,12 @@
-"""A hop's journal for one round: what it acknowledged survives a SIGKILL (pure: files, no asyncio).
+"""A stage's journal for one round: what it acknowledged survives a SIGKILL (pure: files, no
+asyncio).
+
+A stage is a hop or the analyzer (stage index ``n_hops``, as in ``stage_name``). What follows says
+"hop"; the analyzer (:func:`~shuffledp.analyzer.service.run_analyzer` with ``state_dir``) keeps
+the same journal of the last hop's frames, replayed through the same :func:`feed_inputs` into its
+:class:`~shuffledp.analyzer.round.AnalyzerRound` and frame assembler, and never a ``CLOSED``
+record: its output, the report, is computed again from the counts alone (no randomness of its
+own to repeat), and the journal is removed once the report is published.
 
 Why: a hop acknowledges an MQTT message (QoS 1 PUBACK) to tell the broker it may forget it. If
 the hop then dies before forwarding its batch, an acknowledged report would be lost. So a hop run
@@ -22,13 +30,14 @@ re-publishes exactly the same frames instead of drawing a new permutation: a dow
 already took some frames of the first attempt drops the repeats by sequence number, which is only
 correct if their contents are identical. The journal is removed once the END frame is published.
 
-File: ``STATE_DIR/hop-<i>-round-<r>-<prefix digest>.journal``, mode 0600 (it holds ciphertexts
-and the hop's output order), locked (``flock``) by the one process using it. A sequence of
-records, each ``length u64 | kind u8 | checksum 16 bytes | body`` (``length`` = bytes of
-``body``; checksum BLAKE2b-128 of length, kind and body). The first record is ``HEADER`` (JSON:
-which prefix, round, hop, batch sizes and hop key the journal belongs to); then ``INPUTS``
-records (``count u32`` then ``length u32 | bytes`` per input) and at most one ``CLOSED``
-(``json length u32 | JSON | item_length u32 | count u32 | messages``). A torn tail, the last
+File: ``STATE_DIR/<stage>-round-<r>-<prefix digest>.journal`` (stage ``hop-<i>`` or
+``analyzer``), mode 0600 (it holds ciphertexts and the hop's output order), locked (``flock``)
+by the one process using it. A sequence of records, each ``length u64 | kind u8 | checksum 16
+bytes | body`` (``length`` = bytes of ``body``; checksum BLAKE2b-128 of length, kind and body).
+The first record is ``HEADER`` (JSON: which prefix, round, stage, batch sizes, k (the analyzer)
+and key the journal belongs to); then ``INPUTS`` records (``count u32`` then ``length u32 |
+bytes`` per input) and, for a hop, at most one ``CLOSED`` (``json length u32 | JSON |
+item_length u32 | count u32 | messages``). A torn tail, the last
 record incomplete or failing its checksum, is the record a crash interrupted: never fsync'd, so
 nothing in it was acknowledged; it is dropped (and cut off before the next append). A header torn
 the same way (a crash while the file was created) leaves an empty journal. Anything else that
@@ -48,19 +57,19 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.protocol.frames import FrameAssembler
-from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import validate_prefix
-from shuffledp.shuffler.hop import HopRound
 
 __all__ = [
     "FEED_CHUNK",
     "ClosedBatch",
     "HopJournal",
+    "InputSink",
     "JournalContents",
     "JournalError",
     "JournalIdentity",
@@ -85,18 +94,32 @@ results: ``offer_many`` equals one ``offer`` per message)."""
 
 
 class JournalError(InvalidParameterError):
-    """A journal cannot be used: another hop's, locked by a running process, or unwritable. The
-    message names the file and the rule."""
+    """A journal cannot be used: another stage's, locked by a running process, or unwritable.
+    The message names the file and the rule."""
+
+
+class InputSink(Protocol):
+    """What a journal's inputs are fed to: a :class:`~shuffledp.shuffler.hop.HopRound` or an
+    :class:`~shuffledp.analyzer.round.AnalyzerRound` (both count every message offered, in
+    order, as accepted or rejected by reason)."""
+
+    def offer_many(
+        self, messages: Sequence[bytes | bytearray | memoryview], *, mapper: Mapper | None = None
+    ) -> list[str | None]: ...
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class JournalIdentity:
-    """What a journal belongs to; a hop refuses a journal written with other values (replaying
-    it under another key or batch size would not rebuild the same state).
+    """What a journal belongs to; a stage refuses a journal written with other values
+    (replaying it under another key or batch size would not rebuild the same state).
 
-    ``input_length``: ``HopRound.input_length``, the exact length of the hop's inputs (it
-    differs with client authentication at hop 0, whose state the replay also rebuilds);
-    ``key_id``: hex SHA-256 of the hop's public key (:meth:`key_id_of`), never the private key.
+    ``hop_index``: the stage, a hop in [0, n_hops - 1] or the analyzer, ``n_hops`` (as in
+    ``stage_name``); ``input_length``: the exact length of the messages the stage takes
+    (``HopRound.input_length``, which differs with client authentication at hop 0, whose state
+    the replay also rebuilds; ``AnalyzerRound.input_length``); ``key_id``: hex SHA-256 of the
+    stage's public key (:meth:`key_id_of`), never the private key. A hop has a ``min_batch``
+    and no ``k``; the analyzer has ``k`` (its range check decides what it counts) and no
+    ``min_batch`` (it refuses nothing): :meth:`for_analyzer` builds its identity.
     """
 
     prefix: str
@@ -105,17 +128,38 @@ class JournalIdentity:
     n_hops: int
     input_length: int
     expected_size: int
-    min_batch: int
+    min_batch: int | None
     key_id: str
+    k: int | None = None
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
         require_int("n_hops", self.n_hops, 1)
-        require_int("hop_index", self.hop_index, 0, self.n_hops - 1, bound="[0, n_hops - 1]")
+        require_int(
+            "hop_index", self.hop_index, 0, self.n_hops, bound="[0, n_hops] (n_hops: the analyzer)"
+        )
         require_int("input_length", self.input_length, 1)
         require_int("expected_size", self.expected_size, 1)
-        require_int("min_batch", self.min_batch, 1, self.expected_size, bound="[1, expected_size]")
+        if self.is_analyzer:
+            if self.min_batch is not None:
+                raise InvalidParameterError(
+                    f"the analyzer's journal has no min_batch (it refuses nothing), got "
+                    f"{self.min_batch!r}"
+                )
+            if self.k is None:
+                raise InvalidParameterError("the analyzer's journal needs k, got None")
+            require_int("k", self.k, 2, MAX_K)
+        else:
+            if self.min_batch is None:
+                raise InvalidParameterError("a hop's journal needs min_batch, got None")
+            require_int(
+                "min_batch", self.min_batch, 1, self.expected_size, bound="[1, expected_size]"
+            )
+            if self.k is not None:
+                raise InvalidParameterError(
+                    f"a hop's journal has no k (only the analyzer decodes values), got {self.k!r}"
+                )
         if (
             not isinstance(self.key_id, str)
             or len(self.key_id) != 64
@@ -125,19 +169,54 @@ class JournalIdentity:
                 f"key_id must be 64 lowercase hex digits (SHA-256), got {self.key_id!r}"
             )
 
+    @classmethod
+    def for_analyzer(
+        cls,
+        *,
+        prefix: str,
+        round_id: int,
+        n_hops: int,
+        k: int,
+        input_length: int,
+        expected_size: int,
+        key_id: str,
+    ) -> JournalIdentity:
+        """The identity of the analyzer's journal (stage index ``n_hops``)."""
+        return cls(
+            prefix=prefix,
+            round_id=round_id,
+            hop_index=n_hops,
+            n_hops=n_hops,
+            input_length=input_length,
+            expected_size=expected_size,
+            min_batch=None,
+            key_id=key_id,
+            k=k,
+        )
+
+    @property
+    def is_analyzer(self) -> bool:
+        return self.hop_index == self.n_hops
+
+    @property
+    def stage(self) -> str:
+        """``hop-<i>`` or ``analyzer`` (as ``stage_name``)."""
+        return "analyzer" if self.is_analyzer else f"hop-{self.hop_index}"
+
     @staticmethod
     def key_id_of(public_key: bytes) -> str:
-        """The ``key_id`` of a hop public key (its 32 raw bytes)."""
+        """The ``key_id`` of a stage's public key (its 32 raw bytes)."""
         return hashlib.sha256(bytes(public_key)).hexdigest()
 
     @property
     def file_name(self) -> str:
-        """Distinct per (prefix, round, hop): the prefix enters as a digest (it may hold '/')."""
+        """Distinct per (prefix, round, stage): the prefix enters as a digest (it may hold
+        '/')."""
         digest = hashlib.sha256(self.prefix.encode()).hexdigest()[:16]
-        return f"hop-{self.hop_index}-round-{self.round_id}-{digest}.journal"
+        return f"{self.stage}-round-{self.round_id}-{digest}.journal"
 
     def as_json(self) -> dict[str, Any]:
-        return {
+        fields: dict[str, Any] = {
             "format": FORMAT,
             "prefix": self.prefix,
             "round_id": self.round_id,
@@ -148,6 +227,9 @@ class JournalIdentity:
             "min_batch": self.min_batch,
             "key_id": self.key_id,
         }
+        if self.is_analyzer:  # a hop's header stays as it was (journals already written)
+            fields["k"] = self.k
+        return fields
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -293,7 +375,7 @@ def _records(path: Path, data: bytes) -> Iterator[tuple[int, int, memoryview, in
             if end == len(data):
                 return
             raise JournalError(
-                f"{path}: the hop journal is corrupt at byte {offset} (a record that fails its "
+                f"{path}: the journal is corrupt at byte {offset} (a record that fails its "
                 f"checksum, with {len(data) - end} bytes after it): what it holds cannot be "
                 f"trusted; remove the file to start the round afresh (its reports are then lost)"
             )
@@ -312,14 +394,14 @@ def read_journal(path: str | os.PathLike[str], identity: JournalIdentity) -> Jou
 
     An empty file, or one whose header record is torn (a crash while it was created, before
     anything was acknowledged), reads as an empty journal. Raises JournalError if the file
-    cannot be read, is not a hop journal, or belongs to another prefix, round, hop, batch size
-    or key (the message names the first field that differs).
+    cannot be read, is not a journal of this format, or belongs to another prefix, round,
+    stage, batch size, k or key (the message names the first field that differs).
     """
     path = Path(path)
     try:
         data = path.read_bytes()
     except OSError as exc:
-        raise JournalError(f"{path}: cannot read the hop journal: {exc}") from exc
+        raise JournalError(f"{path}: cannot read the journal: {exc}") from exc
     return _parse(path, data, identity)
 
 
@@ -330,34 +412,36 @@ def _parse(path: Path, data: bytes, identity: JournalIdentity) -> JournalContent
         if _header_record(identity).startswith(data):
             # Empty, or torn while its header was written: nothing was acknowledged yet.
             return JournalContents(valid_bytes=0, dropped_bytes=len(data))
-        raise JournalError(
-            f"{path}: not a hop journal of format {FORMAT!r}, or its header is damaged"
-        )
+        raise JournalError(f"{path}: not a journal of format {FORMAT!r}, or its header is damaged")
     _, kind, body, valid = first
     header: Any = None
     if kind == KIND_HEADER:
         with contextlib.suppress(UnicodeDecodeError, ValueError, RecursionError):
             header = json.loads(bytes(body).decode())
     if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise JournalError(f"{path}: not a hop journal of format {FORMAT!r}")
+        raise JournalError(f"{path}: not a journal of format {FORMAT!r}")
     for name, value in identity.as_json().items():
         if header.get(name) != value:
             raise JournalError(
-                f"{path}: the journal belongs to {name} = {header.get(name)!r}, this hop has "
-                f"{name} = {value!r}; run the hop with the settings and key that wrote it, or "
-                f"remove the file to start the round afresh (what it holds is then lost)"
+                f"{path}: the journal belongs to {name} = {header.get(name)!r}, this "
+                f"{identity.stage} has {name} = {value!r}; run it with the settings and key "
+                f"that wrote it, or remove the file to start the round afresh (what it holds "
+                f"is then lost)"
             )
     bursts: list[list[bytes]] = []
     closed: ClosedBatch | None = None
+    closable = not identity.is_analyzer  # the analyzer journals no released batch
     for offset, kind, body, end in records:
         items = _decode_inputs(body) if kind == KIND_INPUTS and closed is None else None
-        batch = _decode_closed(body) if kind == KIND_CLOSED and closed is None else None
+        batch = (
+            _decode_closed(body) if kind == KIND_CLOSED and closed is None and closable else None
+        )
         if items is None and batch is None:
             # The checksum holds, so the writer meant it: another format, or a bug. Refused
             # rather than dropped (acknowledged reports may follow).
             raise JournalError(
-                f"{path}: record at byte {offset} of the hop journal is not an input burst or "
-                f"a closed batch where one is allowed (kind {kind})"
+                f"{path}: record at byte {offset} of the {identity.stage} journal is not an "
+                f"input burst or a closed batch where one is allowed (kind {kind})"
             )
         if items is not None:
             bursts.append(items)
@@ -371,38 +455,41 @@ def _parse(path: Path, data: bytes, identity: JournalIdentity) -> JournalContent
 
 def replay(
     contents: JournalContents,
-    hop: HopRound,
+    sink: InputSink,
     assembler: FrameAssembler | None,
     *,
     mapper: Mapper | None = None,
 ) -> None:
-    """Feed every journaled burst to a fresh ``hop`` (and ``assembler``), in order: afterwards
-    they are in the state they were in once the last complete burst had been fed."""
+    """Feed every journaled burst to a fresh ``sink`` (a hop or the analyzer) and
+    ``assembler``, in order: afterwards they are in the state they were in once the last
+    complete burst had been fed."""
     for burst in contents.bursts:
-        feed_inputs(hop, assembler, burst, mapper=mapper)
+        feed_inputs(sink, assembler, burst, mapper=mapper)
 
 
 def feed_inputs(
-    hop: HopRound,
+    sink: InputSink,
     assembler: FrameAssembler | None,
     inputs: Sequence[bytes],
     *,
     mapper: Mapper | None = None,
 ) -> None:
-    """Offer one burst of inputs to ``hop``: hop 0's client messages directly; a later hop's
-    frames through ``assembler``, their messages in order. Live collection and journal replay
-    both call this, so a replay cannot take another path than the original."""
+    """Offer one burst of inputs to ``sink``: hop 0's client messages directly; the frames of
+    a later hop or of the analyzer through ``assembler``, their messages in order. Live
+    collection and journal replay both call this, so a replay cannot take another path than
+    the original."""
     if assembler is None:
-        hop.offer_many(inputs, mapper=mapper)
+        sink.offer_many(inputs, mapper=mapper)
         return
     for frame in inputs:
         items = list(assembler.add(frame))
         for start in range(0, len(items), FEED_CHUNK):
-            hop.offer_many(items[start : start + FEED_CHUNK], mapper=mapper)
+            sink.offer_many(items[start : start + FEED_CHUNK], mapper=mapper)
 
 
 class HopJournal:
-    """The open journal of one hop and round; see the module docstring.
+    """The open journal of one stage (a hop or the analyzer) and round; see the module
+    docstring.
 
     ``HopJournal.open(state_dir, identity)`` creates ``state_dir`` (mode 0700) if needed, opens
     or creates the journal (0600), takes its lock, reads what it holds (:attr:`contents`) and
@@ -435,14 +522,14 @@ class HopJournal:
             flags = os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW  # no planted symlink
             fd = os.open(path, flags, FILE_MODE)
         except OSError as exc:
-            raise JournalError(f"{path}: cannot open the hop journal: {exc}") from exc
+            raise JournalError(f"{path}: cannot open the journal: {exc}") from exc
         try:
             try:
                 fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             except BlockingIOError:
                 raise JournalError(
-                    f"{path}: the hop journal is locked by another running process (is this hop "
-                    f"already running?)"
+                    f"{path}: the journal is locked by another running process (is this "
+                    f"{identity.stage} already running?)"
                 ) from None
             os.fchmod(fd, FILE_MODE)  # an existing file made with a wider mode is narrowed
             size = os.fstat(fd).st_size
@@ -466,7 +553,7 @@ class HopJournal:
             raise
         except OSError as exc:
             os.close(fd)
-            raise JournalError(f"{path}: cannot use the hop journal: {exc}") from exc
+            raise JournalError(f"{path}: cannot use the journal: {exc}") from exc
         return cls(path, fd, identity, contents)
 
     @property
@@ -488,7 +575,9 @@ class HopJournal:
         return self._append(KIND_INPUTS, encode_inputs(self.journaled_form(payloads)))
 
     def append_closed(self, batch: ClosedBatch) -> int:
-        """Append the released batch and fsync; at most once."""
+        """Append the released batch and fsync; at most once, and never by the analyzer."""
+        if self.identity.is_analyzer:
+            raise JournalError(f"{self.path}: the analyzer journals no released batch")
         if self._closed_written:
             raise JournalError(f"{self.path}: the batch is already recorded as closed")
         written = self._append(KIND_CLOSED, encode_closed(batch))
@@ -506,33 +595,34 @@ class HopJournal:
                 view = view[done:]
             os.fsync(fd)
         except OSError as exc:
-            raise JournalError(f"{self.path}: cannot append to the hop journal: {exc}") from exc
+            raise JournalError(f"{self.path}: cannot append to the journal: {exc}") from exc
         self.sync_seconds += time.perf_counter() - began
         self.bytes_written += len(record)
         self.syncs += 1
         return len(record)
 
     def remove(self) -> None:
-        """Delete the journal (its round is forwarded) and release it."""
+        """Delete the journal (its round is forwarded, or its report published) and release
+        it."""
         fd = self._require_open()
         try:
             self.path.unlink(missing_ok=True)
             _fsync_directory(self.path.parent)
         except OSError as exc:
-            raise JournalError(f"{self.path}: cannot remove the hop journal: {exc}") from exc
+            raise JournalError(f"{self.path}: cannot remove the journal: {exc}") from exc
         finally:
             os.close(fd)
             self._fd = None
 
     def close(self) -> None:
-        """Release the journal and keep the file (a restarted hop continues from it)."""
+        """Release the journal and keep the file (a restarted stage continues from it)."""
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
 
     def _require_open(self) -> int:
         if self._fd is None:
-            raise JournalError(f"{self.path}: the hop journal is closed")
+            raise JournalError(f"{self.path}: the journal is closed")
         return self._fd
 
     def __enter__(self) -> HopJournal:

@@ -63,7 +63,13 @@ from shuffledp.protocol.runtime import (
 )
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic, validate_prefix
-from shuffledp.protocol.transport import AcknowledgingTransport, Message, Transport, publish_all
+from shuffledp.protocol.transport import (
+    AcknowledgingTransport,
+    Message,
+    Transport,
+    publish_all,
+    require_journaling,
+)
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.journal import (
@@ -184,22 +190,7 @@ async def run_hop(
     assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
     journal: HopJournal | None = None
     if state_dir is not None:
-        if not isinstance(transport, AcknowledgingTransport):
-            raise InvalidParameterError(
-                f"state_dir needs a transport that takes acknowledgements (ack), got "
-                f"{type(transport).__name__}"
-            )
-        if not getattr(transport, "manual_ack", True) or not getattr(
-            transport, "persistent_session", True
-        ):
-            # An automatic PUBACK, or a session the broker drops with the connection, would
-            # lose what was delivered but not yet journaled.
-            raise InvalidParameterError(
-                "state_dir needs a connection with manual acknowledgement and a persistent "
-                "session (MqttTransport(manual_ack=True, persistent_session=True)), got "
-                f"manual_ack={getattr(transport, 'manual_ack', None)}, "
-                f"persistent_session={getattr(transport, 'persistent_session', None)}"
-            )
+        require_journaling(transport)
         identity = JournalIdentity(
             prefix=settings.prefix,
             round_id=settings.round_id,

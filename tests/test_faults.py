@@ -1,5 +1,6 @@
-"""Faults: a hop killed mid-round and restarted loses and duplicates nothing (shuffler/journal.py,
-run_hop's ``state_dir``, MqttTransport's manual acknowledgement and persistent session).
+"""Faults: a hop or the analyzer killed mid-round and restarted loses and duplicates nothing
+(shuffler/journal.py, the ``state_dir`` of run_hop and run_analyzer, MqttTransport's manual
+acknowledgement and persistent session).
 
 - The journal (pure): a crash at every byte offset, then a reload, gives exactly the records
   that were complete (never a torn one), and replaying them rebuilds the hop (and, after hop 0,
@@ -7,16 +8,24 @@ run_hop's ``state_dir``, MqttTransport's manual acknowledgement and persistent s
   answer to every message offered afterwards (so the seen-set and the batch-full state are back
   too). Checked on hop-0 bursts with every rejection reason, on frames with repeats and an END
   frame, and on random splits (hypothesis). Corruption that is not a torn tail, another hop's or
-  round's journal, a second process, file modes: each refused or checked.
+  round's journal, a second process, file modes: each refused or checked. The analyzer's
+  journal of frames (repeats, a malformed frame, a forged item, END before the last frame):
+  every byte offset reloads the complete bursts, and replaying them into AnalyzerRound gives
+  the live counts, rejections, histogram, assembler and seen-set; its identity (k, key, batch
+  size) is checked and it holds no closed batch.
 - The service over the in-memory broker: a hop stopped mid-collection (its task cancelled: the
   journal is what a SIGKILL leaves) and restarted while everything is published again (what the
   broker's redelivery does) ends with every report exactly once; a hop stopped after it released
-  its batch publishes that same batch on restart.
+  its batch publishes that same batch on restart; the analyzer stopped with 4 of 10 frames
+  and restarted while every frame is published again reports what an analyzer never stopped
+  reports, the 4 journaled frames' second copies counted as duplicate-frames.
 - Mosquitto: the transport's manual acknowledgement and persistent session (unacknowledged and
   queued messages come back after a reconnect, acknowledged ones do not, a clean exit ends the
   session); and real processes: hop 0, or hop 1, killed with SIGKILL in the middle of a round of
   3,000 reports through 3 hops and restarted with the same arguments: the analyzer counts
-  every report exactly once, its histogram equals the histogram of what the clients published.
+  every report exactly once, its histogram equals the histogram of what the clients published;
+  ``shuffledp analyzer --state-dir`` killed with SIGKILL after journaling 10 of 30 frames (the
+  test publishes the last hop's real output) and restarted counts each of 600 reports once.
 - Mosquitto with ``persistence true`` stopped and started again while clients are sending and
   hop 0 holds a quarter of the batch: every stage (on a persistent session with
   ``reconnect_timeout``) reconnects and the round completes with every report exactly once.
@@ -44,6 +53,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
@@ -51,17 +61,20 @@ from shuffledp.protocol import decode_record, generate_keypair, message_length, 
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
 from shuffledp.protocol.mqtt import MqttTransport
 from shuffledp.protocol.runtime import decode_json
-from shuffledp.protocol.topics import ingress_topic, status_topic
+from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic
 from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.journal import (
+    KIND_CLOSED,
     RECORD_HEAD,
     ClosedBatch,
     HopJournal,
     JournalContents,
     JournalError,
     JournalIdentity,
+    encode_closed,
+    encode_record,
     feed_inputs,
     read_journal,
     replay,
@@ -406,7 +419,7 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="corrupt at byte 0"):
         HopJournal.open(tmp_path / "junk", identity)
     (tmp_path / "junk" / identity.file_name).write_text("some other file\n")
-    with pytest.raises(JournalError, match="not a hop journal"):
+    with pytest.raises(JournalError, match="not a journal of format"):
         HopJournal.open(tmp_path / "junk", identity)
     with pytest.raises(ValueError, match="key_id must be 64 lowercase hex"):
         JournalIdentity(**{**{k: v for k, v in fields.items() if k != "format"}, "key_id": "ab"})
@@ -431,6 +444,152 @@ def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
     path.chmod(0o644)
     HopJournal.open(tmp_path, identity).close()
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
+
+
+# --- the analyzer's journal: the same records, fed to AnalyzerRound -------------------------
+
+
+def last_hop_batch(messages: list[bytes]) -> list[bytes]:
+    """What the last hop releases for ``messages`` (every hop run in-process, seeded)."""
+    batch = messages
+    for index in range(H):
+        hop = new_hop(index, expected_size=len(batch))
+        hop.offer_many(batch)
+        batch = hop.close().messages
+    return batch
+
+
+def new_analyzer() -> AnalyzerRound:
+    return AnalyzerRound(round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private)
+
+
+def analyzer_identity(*, n_expected: int = 9, prefix: str = PREFIX) -> JournalIdentity:
+    return JournalIdentity.for_analyzer(
+        prefix=prefix,
+        round_id=ROUND,
+        n_hops=H,
+        k=K,
+        input_length=new_analyzer().input_length,
+        expected_size=n_expected,
+        key_id=JournalIdentity.key_id_of(bytes(ANALYZER.public)),
+    )
+
+
+def analyzer_state(analyzer: AnalyzerRound, assembler: FrameAssembler, probes: list[bytes]) -> Any:
+    """Everything observable about the analyzer and its assembler, and the answer to each
+    probe offered afterwards (its seen-set)."""
+    counts = (analyzer.n_received, analyzer.rejected, analyzer.histogram().tolist())
+    frames = (assembler.rejected, assembler.frames_received, assembler.complete, assembler.log)
+    return counts, frames, analyzer.offer_many(probes)
+
+
+ANALYZER_ITEM = message_length(H, H)
+ANALYZER_BATCH = last_hop_batch(POOL)
+# One forged item of the right length in the last hop's output: decryption-failed.
+ANALYZER_FRAMES = encode_batch(
+    [*ANALYZER_BATCH, secrets.token_bytes(ANALYZER_ITEM)],
+    round_id=ROUND,
+    item_length=ANALYZER_ITEM,
+    frame_bytes=2 * ANALYZER_ITEM,
+)
+ANALYZER_END = encode_end(
+    round_id=ROUND,
+    frames=len(ANALYZER_FRAMES),
+    messages=len(ANALYZER_BATCH) + 1,
+    item_length=ANALYZER_ITEM,
+    log={"stages": {"hop-2": {"randomness": "seeded"}}, "aborted": None},
+)
+
+
+def test_analyzer_crash_at_every_offset_reloads_exactly_the_complete_records(
+    tmp_path: Path,
+) -> None:
+    """The analyzer's journal of frames (repeats, a malformed frame, the END frame before the
+    last data frame): a crash at every byte offset reloads exactly the complete bursts, and
+    replaying them gives the counts, rejections, histogram, assembler and seen-set that feeding
+    the same bursts live gave."""
+    f = ANALYZER_FRAMES
+    assert len(f) == 5
+    bursts = [[f[0]], [f[1], f[0], b"junk"], [f[2], f[3]], [ANALYZER_END, f[4]], [f[1], f[2]]]
+    identity = analyzer_identity()
+    path = write_journal(tmp_path / "state", identity, bursts)
+    assert path.name.startswith(f"analyzer-round-{ROUND}-")
+    data = path.read_bytes()
+    ends = record_ends(data)
+    assert len(ends) == 1 + len(bursts) and len(data) < 4 * 1024
+
+    def state_after(contents: JournalContents) -> Any:
+        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        replay(contents, analyzer, assembler)
+        return analyzer_state(analyzer, assembler, ANALYZER_BATCH)
+
+    reference = []
+    for j in range(len(bursts) + 1):
+        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        for burst in bursts[:j]:
+            feed_inputs(analyzer, assembler, burst)
+        reference.append(analyzer_state(analyzer, assembler, ANALYZER_BATCH))
+    # The reference can fail: every burst changes the state, and the full one is known.
+    assert len({repr(state) for state in reference}) == len(reference)
+    counts, frames, answers = reference[-1]
+    assert counts[0] == len(POOL) and counts[2] == truth_of(POOL)
+    assert counts[1]["decryption-failed"] == 1 and sum(counts[1].values()) == 1
+    assert frames[0] == {"duplicate-frame": 3, "malformed-frame": 1} and frames[2] is True
+    assert answers == ["duplicate"] * len(ANALYZER_BATCH)
+    seen_complete = set()
+    crashed = tmp_path / "cut"
+    for cut in range(len(data) + 1):
+        crashed.write_bytes(data[:cut])
+        contents = read_journal(crashed, identity)
+        if cut < ends[0]:  # torn header: nothing was acknowledged yet, an empty journal
+            assert contents.bursts == [] and contents.valid_bytes == 0
+            continue
+        complete = sum(1 for end in ends[1:] if end <= cut)
+        assert contents.bursts == bursts[:complete]
+        assert contents.valid_bytes == ends[complete] and contents.closed is None
+        assert contents.dropped_bytes == cut - ends[complete]
+        if complete not in seen_complete:
+            seen_complete.add(complete)
+            assert state_after(contents) == reference[complete]
+    assert seen_complete == set(range(len(bursts) + 1))
+
+
+def test_analyzer_journal_identity_and_no_closed_batch(tmp_path: Path) -> None:
+    identity = analyzer_identity()
+    assert identity.stage == "analyzer" and identity.is_analyzer
+    # Distinct from the last hop's journal in the same directory.
+    assert identity.file_name != identity_of(new_hop(H - 1, expected_size=9)).file_name
+    write_journal(tmp_path, identity, [[ANALYZER_FRAMES[0]]])
+    fields = {name: value for name, value in identity.as_json().items() if name != "format"}
+    for name, other in (("k", K + 1), ("expected_size", 10), ("key_id", "0" * 64)):
+        changed = JournalIdentity(**{**fields, name: other})
+        with pytest.raises(JournalError, match=rf"belongs to {name} = .* this analyzer has"):
+            HopJournal.open(tmp_path, changed)
+    with HopJournal.open(tmp_path, identity) as journal:
+        assert journal.contents.bursts == [[ANALYZER_FRAMES[0]]]
+        with pytest.raises(JournalError, match=r"locked by another running process .*analyzer"):
+            HopJournal.open(tmp_path, identity)
+        batch = ClosedBatch(messages=[], item_length=1, refused="x", log={}, stages={})
+        with pytest.raises(JournalError, match="the analyzer journals no released batch"):
+            journal.append_closed(batch)
+    # A CLOSED record in an analyzer's journal (intact checksum) is refused, not dropped.
+    path = tmp_path / identity.file_name
+    closed = ClosedBatch(messages=[], item_length=1, refused="x", log={}, stages={})
+    with path.open("ab") as out:
+        out.write(encode_record(KIND_CLOSED, encode_closed(closed)))
+    with pytest.raises(JournalError, match="of the analyzer journal is not an input burst"):
+        read_journal(path, identity)
+    with pytest.raises(ValueError, match="analyzer's journal has no min_batch"):
+        JournalIdentity(**{**fields, "min_batch": 1})
+    with pytest.raises(ValueError, match="k must be in"):
+        JournalIdentity(**{**fields, "k": 1})
+    with pytest.raises(ValueError, match="hop_index must be in"):
+        JournalIdentity(**{**fields, "hop_index": H + 1})
+    hop_fields = {n: v for n, v in identity_of(new_hop(0, expected_size=6)).as_json().items()}
+    hop_fields.pop("format")
+    with pytest.raises(ValueError, match="a hop's journal has no k"):
+        JournalIdentity(**hop_fields, k=K)
+    assert "k" not in JournalIdentity(**hop_fields).as_json()  # hop headers are unchanged
 
 
 # --- the service over the in-memory broker -----------------------------------------------------
@@ -606,6 +765,74 @@ async def test_service_hop1_stopped_after_release_publishes_the_same_batch(
 
 
 @pytest.mark.asyncio
+async def test_service_analyzer_stopped_mid_collection_resumes_from_its_journal(
+    tmp_path: Path,
+) -> None:
+    """The analyzer takes 4 of the last hop's 10 frames, journals them and is stopped (its task
+    cancelled: the journal is what a SIGKILL leaves). Restarted while every frame is published
+    again (the broker's redelivery, here of everything), it counts every report exactly once:
+    the journaled frames come back from the journal, their second copies are duplicate-frames,
+    and the report equals that of an analyzer that was never stopped."""
+    n = 40
+    messages = client_messages(n, seed=7)
+    batch = last_hop_batch(messages)
+    frames = encode_batch(
+        batch, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=4 * ANALYZER_ITEM
+    )
+    assert len(frames) == 10
+    end = encode_end(
+        round_id=ROUND,
+        frames=len(frames),
+        messages=n,
+        item_length=ANALYZER_ITEM,
+        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
+    )
+    ingress = analyzer_topic(PREFIX, ROUND)
+
+    async def publish_when_ready(broker: MemoryBroker, payloads: list[bytes]) -> None:
+        await wait_ready(broker, "analyzer")
+        await publish_all(broker.connect(), ((ingress, p) for p in payloads))
+
+    clean_broker = MemoryBroker()
+    async with asyncio.TaskGroup() as group:
+        clean_task = group.create_task(
+            run_analyzer(clean_broker.connect(), analyzer_settings(n), ANALYZER.private)
+        )
+        group.create_task(publish_when_ready(clean_broker, [*frames, end]))
+    clean = clean_task.result()
+    assert clean["n_received"] == n and clean["histogram"] == truth_of(messages)
+
+    broker = MemoryBroker()
+    state = tmp_path / "analyzer"
+    identity = analyzer_identity(n_expected=n)
+    path = state / identity.file_name
+    first = asyncio.create_task(
+        run_analyzer(broker.connect(), analyzer_settings(n), ANALYZER.private, state_dir=state)
+    )
+    await publish_when_ready(broker, frames[:4])
+    await wait_for(lambda: journal_inputs(path, identity).inputs == 4, "4 frames journaled")
+    first.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await first
+    assert journal_inputs(path, identity).inputs == 4
+
+    async with asyncio.TaskGroup() as group:
+        resumed_task = group.create_task(
+            run_analyzer(broker.connect(), analyzer_settings(n), ANALYZER.private, state_dir=state)
+        )
+        group.create_task(publish_when_ready(broker, [*frames, end]))
+    resumed = resumed_task.result()
+    own = resumed["stages"]["analyzer"]
+    assert own["journal"]["resumed_inputs"] == 4
+    assert own["frames_rejected"]["duplicate-frame"] == 4
+    assert own["received"] == n and sum(own["rejected"].values()) == 0
+    assert resumed["n_received"] == n and resumed["privacy"]["n"] == n
+    assert resumed["histogram"] == clean["histogram"]
+    assert {r: c for r, c in resumed["rejected"].items() if c} == {"duplicate-frame": 4}
+    assert not path.exists()  # removed once the report is published
+
+
+@pytest.mark.asyncio
 async def test_state_dir_needs_an_acknowledging_transport(tmp_path: Path) -> None:
     class NoAck:
         async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
@@ -619,6 +846,8 @@ async def test_state_dir_needs_an_acknowledging_transport(tmp_path: Path) -> Non
 
     with pytest.raises(ValueError, match="state_dir needs a transport that takes ack"):
         await run_hop(NoAck(), hop_settings(0, 5), HOPS[0].private, state_dir=tmp_path)
+    with pytest.raises(ValueError, match="state_dir needs a transport that takes ack"):
+        await run_analyzer(NoAck(), analyzer_settings(5), ANALYZER.private, state_dir=tmp_path)
     # An MQTT connection that acknowledges by itself, or forgets its session, is refused too
     # (never connected: the check comes first).
     for manual_ack, persistent_session in ((False, True), (True, False)):
@@ -630,6 +859,10 @@ async def test_state_dir_needs_an_acknowledging_transport(tmp_path: Path) -> Non
         )
         with pytest.raises(ValueError, match="manual acknowledgement and a persistent session"):
             await run_hop(automatic, hop_settings(0, 5), HOPS[0].private, state_dir=tmp_path)
+        with pytest.raises(ValueError, match="manual acknowledgement and a persistent session"):
+            await run_analyzer(
+                automatic, analyzer_settings(5), ANALYZER.private, state_dir=tmp_path
+            )
     assert list(tmp_path.iterdir()) == []
 
 
@@ -966,6 +1199,136 @@ async def test_hop1_killed_mid_round_and_restarted_loses_nothing(
     finally:
         observer.cancel()
         await round_.stop_all()
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
+    mosquitto_url: str, tmp_path: Path
+) -> None:
+    """`shuffledp analyzer --state-dir` on Mosquitto, fed by the test acting as the last hop
+    (its real output for 600 reports, in 30 frames, so that the analyzer can be held with part
+    of the batch): SIGKILL once it has journaled the first 10 frames; the other 20, 6 repeats
+    and the END frame are published while it is down (queued for its persistent session);
+    restarted with the same arguments, its report counts every report exactly once. (Without
+    the replay, the frames it acknowledged before the kill would be missing, or, if it had
+    acknowledged none, their repeats would not all be duplicates.)"""
+    from shuffledp.keys import (
+        init_key_directory,
+        load_analyzer_key,
+        load_hop_key,
+        load_public_directory,
+    )
+
+    n = 600
+    keys = tmp_path / "keys"
+    init_key_directory(keys, hops=H)
+    directory = load_public_directory(keys)
+    analyzer_key = load_analyzer_key(keys)
+    # The last hop's output for these keys: each client message peeled by every hop, shuffled.
+    outputs = make_client_messages(
+        np.arange(n) % K,
+        k=K,
+        eps0=EPS0,
+        round_id=ROUND,
+        hop_public_keys=directory.hop_keys,
+        analyzer_public_key=directory.analyzer_key,
+        rng=SeededRandom(8),
+    )
+    for index in range(H):
+        layer = message_length(index, H)
+        outputs = [peel(m, load_hop_key(keys, index), expected_length=layer) for m in outputs]
+    truth: Counter[int] = Counter(
+        decode_record(
+            peel(m, analyzer_key, expected_length=ANALYZER_ITEM), expected_round=ROUND, k=K
+        ).value
+        for m in outputs
+    )
+    frames = encode_batch(
+        outputs, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=20 * ANALYZER_ITEM
+    )
+    assert len(frames) == 30
+    end = encode_end(
+        round_id=ROUND,
+        frames=len(frames),
+        messages=n,
+        item_length=ANALYZER_ITEM,
+        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
+    )
+    prefix = f"test/{secrets.token_hex(6)}"
+    state = tmp_path / "state"
+    arguments = [
+        *("analyzer", "--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix),
+        *("--round", str(ROUND), "--no-auth", "--k", str(K), "--eps0", str(EPS0)),
+        *("--expected", str(n), "--deadline", "20", "--state-dir", str(state)),
+    ]
+    identity = JournalIdentity.for_analyzer(
+        prefix=prefix,
+        round_id=ROUND,
+        n_hops=H,
+        k=K,
+        input_length=ANALYZER_ITEM,
+        expected_size=n,
+        key_id=JournalIdentity.key_id_of(bytes(directory.analyzer_key)),
+    )
+    path = state / identity.file_name
+    ingress = analyzer_topic(prefix, ROUND)
+    processes: list[asyncio.subprocess.Process] = []
+
+    async def start() -> asyncio.subprocess.Process:
+        process = await asyncio.create_subprocess_exec(
+            *_shuffledp(*arguments),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        processes.append(process)
+        return process
+
+    async def wait_analyzer_ready() -> None:
+        async with MqttTransport(mosquitto_url, client_id=f"t-w-{secrets.token_hex(4)}") as t:
+            await t.subscribe(status_topic(prefix, ROUND, "analyzer"))
+            async with asyncio.timeout(30):
+                async for message in t.messages():
+                    body = decode_json(message.payload)
+                    if body is not None and body.get("state") == "ready":
+                        return
+
+    try:
+        async with MqttTransport(mosquitto_url, client_id=f"t-last-{secrets.token_hex(4)}") as hop:
+            first = await start()
+            await wait_analyzer_ready()
+            await publish_all(hop, ((ingress, frame) for frame in frames[:10]))
+            async with asyncio.timeout(30):
+                while journal_inputs(path, identity).inputs < 10:
+                    assert first.returncode is None, "the analyzer exited before it was killed"
+                    await asyncio.sleep(0.005)
+            first.send_signal(signal.SIGKILL)
+            await first.wait()
+            assert journal_inputs(path, identity).inputs == 10  # a part of the batch
+            # While it is down: the rest, the END and repeats (QoS 1 may deliver twice) of
+            # three frames it journaled and three it did not.
+            again = [*frames[10:], *frames[:3], *frames[10:13], end]
+            await publish_all(hop, ((ingress, frame) for frame in again))
+            restarted = await start()
+            async with asyncio.timeout(60):
+                out, err = await restarted.communicate()
+        assert restarted.returncode == 0, err.decode()
+    finally:
+        for process in processes:
+            if process.returncode is None:
+                process.kill()
+                await process.wait()
+    report = json.loads(out)
+    assert report["n_received"] == n and report["privacy"]["n"] == n
+    assert report["histogram"] == [truth[v] for v in range(K)]
+    own = report["stages"]["analyzer"]
+    assert own["journal"]["resumed_inputs"] == 10 and not own["timed_out"]
+    # The six repeats, and the journaled frames it had not acknowledged when it was killed
+    # (redelivered by the broker): duplicate-frames, never counted twice.
+    duplicates = own["frames_rejected"]["duplicate-frame"]
+    assert 6 <= duplicates <= 16
+    assert {r: c for r, c in report["rejected"].items() if c} == {"duplicate-frame": duplicates}
+    assert not path.exists()  # removed once the report is published
 
 
 # --- Mosquitto restarted mid-round ------------------------------------------------------------
