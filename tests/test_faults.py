@@ -449,6 +449,22 @@ def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
 # --- the analyzer's journal: the same records, fed to AnalyzerRound -------------------------
 
 
+def last_hop_frames(batch: list[bytes], *, per_frame: int) -> tuple[list[bytes], bytes]:
+    """The data frames (``per_frame`` messages each) and END frame the last hop (hop 2)
+    publishes for ``batch`` in round ROUND."""
+    frames = encode_batch(
+        batch, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=per_frame * ANALYZER_ITEM
+    )
+    end = encode_end(
+        round_id=ROUND,
+        frames=len(frames),
+        messages=len(batch),
+        item_length=ANALYZER_ITEM,
+        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
+    )
+    return frames, end
+
+
 def last_hop_batch(messages: list[bytes]) -> list[bytes]:
     """What the last hop releases for ``messages`` (every hop run in-process, seeded)."""
     batch = messages
@@ -776,17 +792,8 @@ async def test_service_analyzer_stopped_mid_collection_resumes_from_its_journal(
     n = 40
     messages = client_messages(n, seed=7)
     batch = last_hop_batch(messages)
-    frames = encode_batch(
-        batch, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=4 * ANALYZER_ITEM
-    )
+    frames, end = last_hop_frames(batch, per_frame=4)
     assert len(frames) == 10
-    end = encode_end(
-        round_id=ROUND,
-        frames=len(frames),
-        messages=n,
-        item_length=ANALYZER_ITEM,
-        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
-    )
     ingress = analyzer_topic(PREFIX, ROUND)
 
     async def publish_when_ready(broker: MemoryBroker, payloads: list[bytes]) -> None:
@@ -1244,17 +1251,8 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
         ).value
         for m in outputs
     )
-    frames = encode_batch(
-        outputs, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=20 * ANALYZER_ITEM
-    )
+    frames, end = last_hop_frames(outputs, per_frame=20)
     assert len(frames) == 30
-    end = encode_end(
-        round_id=ROUND,
-        frames=len(frames),
-        messages=n,
-        item_length=ANALYZER_ITEM,
-        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
-    )
     prefix = f"test/{secrets.token_hex(6)}"
     state = tmp_path / "state"
     arguments = [
