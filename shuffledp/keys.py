@@ -23,6 +23,7 @@ import os
 import re
 import secrets
 import stat
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -157,29 +158,21 @@ def init_key_directory(
             seen.add(public_bytes)
             keys.append(pair.private)
 
-    created: list[Path] = []
-    try:
-        for path, key in zip(targets, keys, strict=True):
-            content = (private_key_to_bytes(key).hex() + "\n").encode("ascii")
-            _write_file(path, content, PRIVATE_FILE_MODE, replace=overwrite)
-            created.append(path)
-        public_keys = [key.public_key for key in keys]
-        document = {
-            "format": FORMAT,
-            "version": VERSION,
-            "n_hops": hops,
-            "hops": [public_key_to_bytes(key).hex() for key in public_keys[:-1]],
-            "analyzer": public_key_to_bytes(public_keys[-1]).hex(),
-        }
-        text = json.dumps(document, indent=2) + "\n"
-        _write_file(public_path, text.encode("ascii"), PUBLIC_FILE_MODE, replace=overwrite)
-        created.append(public_path)
-    except BaseException:
-        if not overwrite:
-            for path in created:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-        raise
+    public_keys = [key.public_key for key in keys]
+    document = {
+        "format": FORMAT,
+        "version": VERSION,
+        "n_hops": hops,
+        "hops": [public_key_to_bytes(key).hex() for key in public_keys[:-1]],
+        "analyzer": public_key_to_bytes(public_keys[-1]).hex(),
+    }
+    files = [
+        (path, (private_key_to_bytes(key).hex() + "\n").encode("ascii"), PRIVATE_FILE_MODE)
+        for path, key in zip(targets, keys, strict=True)
+    ]
+    text = json.dumps(document, indent=2) + "\n"
+    files.append((public_path, text.encode("ascii"), PUBLIC_FILE_MODE))
+    _write_files(files, replace=overwrite)
     for path in sorted(stale):
         try:
             path.unlink()
@@ -445,6 +438,23 @@ def _write_file(path: Path, data: bytes, mode: int, *, replace: bool) -> None:
             target.unlink()
         if isinstance(exc, OSError):
             raise KeyDirectoryError(f"{path}: cannot write file: {exc.strerror}") from None
+        raise
+
+
+def _write_files(files: Sequence[tuple[Path, bytes, int]], *, replace: bool) -> None:
+    """:func:`_write_file` for each (path, data, mode), in order. Without ``replace``, a
+    failure (or an interruption) removes the files this call had created, so that a retry does
+    not stop at "already exists" for half a set of keys."""
+    created: list[Path] = []
+    try:
+        for path, data, mode in files:
+            _write_file(path, data, mode, replace=replace)
+            created.append(path)
+    except BaseException:
+        if not replace:
+            for path in created:
+                with contextlib.suppress(OSError):
+                    path.unlink()
         raise
 
 

@@ -47,7 +47,6 @@ it); no message ever contains key material.
 
 from __future__ import annotations
 
-import contextlib
 import datetime
 import ipaddress
 import os
@@ -76,6 +75,7 @@ from shuffledp.keys import (
     _fsync_directory,
     _make_directory,
     _write_file,
+    _write_files,
 )
 
 __all__ = [
@@ -319,18 +319,7 @@ def init_tls(
         SERVER_CERT_FILE: (server_cert.public_bytes(serialization.Encoding.PEM), PUBLIC_FILE_MODE),
         CA_CERT_FILE: (ca_cert.public_bytes(serialization.Encoding.PEM), PUBLIC_FILE_MODE),
     }
-    created: list[Path] = []
-    try:
-        for name, path in paths.items():
-            data, mode = contents[name]
-            _write_file(path, data, mode, replace=overwrite)
-            created.append(path)
-    except BaseException:
-        if not overwrite:
-            for path in created:
-                with contextlib.suppress(OSError):
-                    path.unlink()
-        raise
+    _write_files([(path, *contents[name]) for name, path in paths.items()], replace=overwrite)
     _fsync_directory(root)
     return TlsFiles(
         ca_cert=paths[CA_CERT_FILE],

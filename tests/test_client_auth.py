@@ -470,27 +470,17 @@ def test_simulate_with_an_existing_key_directory_on_mosquitto_with_accounts(
     )
     assert init.returncode == 0, init.stderr
     with MosquittoBroker(access_dir=keys / "access") as broker:
-        done = subprocess.run(
-            _shuffledp(
-                "simulate",
-                "--keys",
-                str(keys),
-                "--broker",
-                broker.url,
-                "--n",
-                "300",
-                "--k",
-                "4",
-                "--seed",
-                "3",
-                "--json",
-                "--quiet",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=180,
-            check=False,
-        )
+
+        def simulate(n: int, *extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                _shuffledp(
+                    "simulate", "--keys", str(keys), "--broker", broker.url, "--n", str(n),
+                    "--k", "4", "--json", "--quiet", *extra,
+                ),
+                capture_output=True, text=True, timeout=180, check=False,
+            )  # fmt: skip
+
+        done = simulate(300, "--seed", "3")
         assert done.returncode == 0, done.stderr
         report = json.loads(done.stdout)
         assert report["n_received"] == 300
@@ -502,25 +492,7 @@ def test_simulate_with_an_existing_key_directory_on_mosquitto_with_accounts(
         assert report["round"] != 1  # a fresh random round id under an existing directory
 
         # More clients than the directory enrols: refused before anything is launched.
-        refused = subprocess.run(
-            _shuffledp(
-                "simulate",
-                "--keys",
-                str(keys),
-                "--broker",
-                broker.url,
-                "--n",
-                "302",
-                "--k",
-                "4",
-                "--json",
-                "--quiet",
-            ),
-            capture_output=True,
-            text=True,
-            timeout=60,
-            check=False,
-        )
+        refused = simulate(302)
         assert refused.returncode == 2
         assert "needs 151 enrolled clients per process" in refused.stderr
         assert "Traceback" not in refused.stderr
