@@ -39,7 +39,11 @@ from shuffledp.keys import init_key_directory
 from shuffledp.randomness import SystemRandom
 from shuffledp.simulations.broker import MosquittoBroker
 from shuffledp.simulations.datasets import synthetic_values
-from shuffledp.simulations.simulate import PipelineSession, SimulationOptions
+from shuffledp.simulations.simulate import (
+    PipelineSession,
+    SimulationOptions,
+    clients_per_process,
+)
 
 DUPLICATE_REASONS = ("duplicate", "duplicate-frame")
 
@@ -146,7 +150,7 @@ def main() -> int:
             keys,
             hops=args.hops,
             client_processes=args.client_processes,
-            clients_per_process=-(-args.n // args.client_processes),
+            clients_per_process=clients_per_process(args.n, args.client_processes),
             prefix="soak",
         )
         print(

@@ -201,7 +201,7 @@ class SimulationOptions:
                 f"{self.keys}, got {self.client_processes}"
             )
         if self.n is not None:
-            needed = -(-self.n // min(self.client_processes, self.n))
+            needed = clients_per_process(self.n, self.client_processes)
             if needed > roster.clients_per_process:
                 raise InvalidParameterError(
                     f"n = {self.n} over {self.client_processes} client processes needs "
@@ -350,7 +350,9 @@ class PipelineSession:
                     hops=self.options.hops,
                     client_processes=self.options.client_processes,
                     prefix=self.prefix,
-                    clients_per_process=_enrolment(self.options),
+                    clients_per_process=DEFAULT_CLIENTS_PER_PROCESS
+                    if self.options.n is None  # rounds of unknown size: the default enrolment
+                    else clients_per_process(self.options.n, self.options.client_processes),
                 )
             if self.options.broker is None:
                 self._broker_child, self._url = await _start_embedded_broker(
@@ -626,12 +628,11 @@ def _chaos_summary(
     }
 
 
-def _enrolment(options: SimulationOptions) -> int:
-    """Clients enrolled per client process: exactly the largest value slice of a one-round
-    simulation (ceil(n / processes)), else (a session of rounds of unknown size) the default."""
-    if options.n is None:
-        return DEFAULT_CLIENTS_PER_PROCESS
-    return -(-options.n // min(options.client_processes, options.n))
+def clients_per_process(n: int, client_processes: int) -> int:
+    """The clients the busiest client process hosts in a round of n: ceil(n / processes) with
+    min(client_processes, n) processes (``run_round`` splits the values with np.array_split),
+    which is what a key directory must enrol per process."""
+    return -(-n // min(client_processes, n))
 
 
 async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
