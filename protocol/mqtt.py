@@ -25,7 +25,7 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Self
+from typing import Any, Self
 
 import aiomqtt
 
@@ -297,8 +297,6 @@ class MqttTransport:
         self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
-        # What a clean connection needs to end the persistent session (__aexit__).
-        self._session_login = (tls_context, username, password)
         transport = self
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
@@ -311,28 +309,35 @@ class MqttTransport:
                 super().__init__(maxsize)
                 transport._queue = self
 
-        def make_client() -> aiomqtt.Client:
-            """An aiomqtt client with these settings (each reconnection takes a fresh one)."""
+        def make_client(*, ending_session: bool = False) -> aiomqtt.Client:
+            """An aiomqtt client with these settings (each reconnection takes a fresh one).
+            ``ending_session``: a bare CleanSession = 1 connection under the same id and login
+            (no will, automatic acks), whose only purpose is to end the persistent session."""
+            login: dict[str, Any] = {
+                "identifier": client_id,
+                "logger": _QUIET,
+                "timeout": self.timeout,
+                "tls_context": tls_context,
+                "username": username,
+                "password": password,
+            }
+            if ending_session:
+                return aiomqtt.Client(self.host, self.port, clean_session=True, **login)
             client = aiomqtt.Client(
                 self.host,
                 self.port,
-                identifier=client_id,
                 # MQTT 3.1.1 CleanSession = 0: the broker keeps the subscriptions and queues QoS 1
                 # messages while the client is away; None lets paho use its default (clean).
                 clean_session=False if persistent_session else None,
-                logger=_QUIET,
                 max_inflight_messages=max_in_flight,
                 keepalive=60,
-                timeout=self.timeout,
                 queue_type=_IncomingQueue,
-                tls_context=tls_context,
-                username=username,
-                password=password,
                 # If the process dies without disconnecting, the broker publishes this: an empty
                 # retained payload, which deletes the stage's retained status (no stale "ready").
                 will=None
                 if will_topic is None
                 else aiomqtt.Will(will_topic, b"", qos=QOS, retain=True),
+                **login,
             )
             if manual_ack:
                 # paho then sends no PUBACK by itself: ack() does, once the stage has kept the
@@ -401,21 +406,10 @@ class MqttTransport:
         queued messages): MQTT 3.1.1 ends a session by a connection with CleanSession = 1 under
         the same client id. Best effort: a failure leaves a session that the next clean run
         of the same id ends."""
-        tls_context, username, password = self._session_login
         with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
             async with (
                 asyncio.timeout(ABORT_DISCONNECT_SECONDS + self.timeout),
-                aiomqtt.Client(
-                    self.host,
-                    self.port,
-                    identifier=self.client_id,
-                    clean_session=True,
-                    logger=_QUIET,
-                    timeout=self.timeout,
-                    tls_context=tls_context,
-                    username=username,
-                    password=password,
-                ),
+                self._make_client(ending_session=True),
             ):
                 pass
 
