@@ -1,0 +1,217 @@
+"""``family-f``: the exact delta of the datasets F(a), the lower end of ``tight``.
+
+F(a): a of the other n - 1 users hold x0 (u's value under P), the remaining n - 1 - a all hold
+one third value x2, and nobody holds x1 (u's value under Q); for k = 2 the remaining users hold
+x1. Exhaustive enumeration of every dataset (tests/oracle_float.py) finds the worst dataset in
+this family in every case checked. Any dataset's exact delta is a lower bound on the worst case.
+
+* k = 2: the histogram is the count of x0 alone, so F(a) is the single-bin model with nx0 = a,
+  computed exactly by :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
+* a = 0 and a = n - 1, k >= 3: the others are i.i.d., and the leave-one-out identity
+  Others(h - e_v) = Mult_n(h) h_v / (n p_v) turns delta into (1/n) E[(G_1 + ... + G_n)_+]
+  (docs/accounting.md), evaluated exactly by :mod:`gsum` at any n. For a = 0 both directions
+  are equal: G = E0 - Ee (pb), 1 - Ee E0 (pb), (1 - Ee)/E0 (pt), 1 - Ee ((k - 3) pb). For
+  a = n - 1: H(P||Q) has G = 1 - Ee/E0 (pt), 1 - Ee E0 (pb), 1 - Ee ((k - 2) pb), and H(Q||P)
+  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb).
+* 0 < a < n - 1, k >= 3: the law of the counts (N_x0, N_x1, N_x2) by dynamic programming over
+  users in log space, for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .blanket import require_eps0_in_range, scaled_mean_positive_part
+from .bounds import Bound, BoundKind, DeltaResult, OutsideConditionsError, SingleBin
+from .gsum import Atom, TooLargeError
+from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
+from .numerics import FloatArray, log_sum
+from .pairs import Bracket
+
+#: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
+DP_MAX_N = 60
+#: Up to this n, ``tight`` maximises over every a; above it over :func:`candidates`.
+ALL_A_UP_TO = 24
+
+
+def _require_a(mech: ShuffledKRR, a: int) -> None:
+    if isinstance(a, bool) or not isinstance(a, int) or not 0 <= a <= mech.n - 1:
+        raise InvalidParameterError(
+            f"--a must be an integer in [0, n-1] = [0, {mech.n - 1}], got {a!r}"
+        )
+
+
+def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
+    """A bracket on max(H(P||Q), H(Q||P)) of the full histogram for the dataset F(a)."""
+    _require_a(mech, a)
+    if eps >= mech.eps0:
+        return Bracket.exact_zero()  # every dataset: k-RR alone is (eps0, 0)-DP
+    if mech.k == 2:
+        return SingleBin(a).bracket(mech, eps)
+    require_eps0_in_range(mech)
+    try:
+        if a == 0:
+            return scaled_mean_positive_part(mech, eps, _atoms_all_x2(mech, eps))
+        if a == mech.n - 1:
+            forward, reverse = _atoms_all_x0(mech, eps)
+            b1 = scaled_mean_positive_part(mech, eps, forward)
+            b2 = scaled_mean_positive_part(mech, eps, reverse)
+            return Bracket(max(b1.lower, b2.lower), max(b1.upper, b2.upper))
+    except TooLargeError as exc:
+        raise OutsideConditionsError(f"family-f: {exc}") from None
+    if mech.n > DP_MAX_N:
+        raise OutsideConditionsError(
+            f"family-f with 0 < a < n-1 needs n <= {DP_MAX_N} (a = 0 and a = n-1 work at any n), "
+            f"got n={mech.n}"
+        )
+    return _dp_delta(mech, a, eps)
+
+
+def _atoms_all_x2(mech: ShuffledKRR, eps: float) -> list[Atom]:
+    """F(0), divided by E0 Ee: (E0 - Ee), (1 - Ee E0), (1 - Ee)/E0, (1 - Ee) as in blanket.py."""
+    pb, pt = mech.pb_precise, mech.pt_precise
+    e0 = mech.eps0
+    return [
+        Atom(-math.exp(-eps) * math.expm1(eps - e0), pb),
+        Atom(math.expm1(-(eps + e0)), pb),
+        Atom(math.exp(-2.0 * e0) * math.expm1(-eps), pt),
+        Atom(math.exp(-e0) * math.expm1(-eps), (mech.k - 3) * pb),
+    ]
+
+
+def _atoms_all_x0(mech: ShuffledKRR, eps: float) -> tuple[list[Atom], list[Atom]]:
+    """F(n - 1), both directions, divided by E0 Ee:
+    (1 - Ee/E0)/(E0 Ee) = -e^-(eps0 + eps) expm1(eps - eps0);
+    (1/E0 - Ee)/(E0 Ee) = e^-eps0 expm1(-(eps0 + eps))."""
+    pb, pt = mech.pb_precise, mech.pt_precise
+    e0 = mech.eps0
+    rest = Atom(math.exp(-e0) * math.expm1(-eps), (mech.k - 2) * pb)
+    forward = [
+        Atom(-math.exp(-(e0 + eps)) * math.expm1(eps - e0), pt),
+        Atom(math.expm1(-(eps + e0)), pb),
+        rest,
+    ]
+    reverse = [
+        Atom(math.exp(-e0) * math.expm1(-(e0 + eps)), pt),
+        Atom(-math.exp(-eps) * math.expm1(eps - e0), pb),
+        rest,
+    ]
+    return forward, reverse
+
+
+def _dp_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
+    """Exact both-direction delta by the law of (N_x0, N_x1, N_x2) (log space) for small n."""
+    log_p, log_q = _count_laws(mech, a)
+    d1, e1 = _hockey_with_error(log_p, log_q, eps)
+    d2, e2 = _hockey_with_error(log_q, log_p, eps)
+    value, err = (d1, e1) if d1 >= d2 else (d2, e2)
+    err = max(err, e1 if d1 < d2 else e2)
+    return Bracket(max(0.0, value - err), min(1.0, value + err))
+
+
+def _count_laws(mech: ShuffledKRR, a: int) -> tuple[FloatArray, FloatArray]:
+    """log P and log Q of the counts (x0, x1, x2) of all n reports (the rest is implicit)."""
+    n, k = mech.n, mech.k
+    lt, lb = math.log(mech.pt_precise), math.log(mech.pb_precise)
+    lr = math.log((k - 3) * mech.pb_precise) if k > 3 else -math.inf
+    law = np.full((n + 1, n + 1, n + 1), -np.inf)
+    law[0, 0, 0] = 0.0
+    for holder in [0] * a + [2] * (n - 1 - a):
+        law = _add_user(law, _report(holder, lt, lb), lr)
+    return _add_user(law, _report(0, lt, lb), lr), _add_user(law, _report(1, lt, lb), lr)
+
+
+def _report(value: int, lt: float, lb: float) -> tuple[float, float, float]:
+    return tuple(lt if v == value else lb for v in range(3))  # type: ignore[return-value]
+
+
+def _add_user(law: FloatArray, logs: tuple[float, float, float], log_rest: float) -> FloatArray:
+    out = law + log_rest
+    for axis, lp in enumerate(logs):
+        shifted = np.full_like(law, -np.inf)
+        src = [slice(None)] * 3
+        dst = [slice(None)] * 3
+        src[axis], dst[axis] = slice(0, -1), slice(1, None)
+        shifted[tuple(dst)] = law[tuple(src)] + lp
+        out = np.logaddexp(out, shifted)
+    return out
+
+
+def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tuple[float, float]:
+    """(H_eps(P||Q), a bound on its error). Each log-probability is off by at most
+    d = 64 ulp (|log p| + n): the DP adds n users by logaddexp (a few ulp each). A term
+    P (1 - e^(eps - L)) then moves by at most P (2 d + 2 d) where L > eps - 2 d."""
+    lp, lq = log_p.ravel(), log_q.ravel()
+    n = log_p.shape[0]
+    d = 64 * 2.0**-52 * (np.abs(np.where(np.isfinite(lp), lp, 0.0)) + n)
+    with np.errstate(invalid="ignore"):
+        loss = lp - lq
+    near = np.isfinite(lp) & (loss > eps - 2.0 * d)
+    terms = np.isfinite(lp) & (loss > eps)
+    excess = np.where(terms, loss - eps, 1.0)
+    with np.errstate(divide="ignore"):
+        log_terms = lp + np.where(np.isinf(excess), 0.0, np.log(-np.expm1(-excess)))
+    value = float(np.exp(log_sum(log_terms[terms]))) if np.any(terms) else 0.0
+    err = float(np.exp(log_sum(lp[near] + np.log(4.0 * d[near])))) if np.any(near) else 0.0
+    return value, err
+
+
+def candidates(mech: ShuffledKRR) -> list[int]:
+    """The a values ``tight`` tries: every a for n <= ALL_A_UP_TO; otherwise a = 0 and n - 1
+    (k >= 3: intermediate a only while n <= DP_MAX_N, near the ends), and for k = 2 the first
+    eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and five
+    spread over the range."""
+    n = mech.n
+    if n <= ALL_A_UP_TO:
+        return list(range(n))
+    if mech.k == 2:
+        ends = list(range(min(8, n)))
+        spread = [round(i * (n - 1) / 8) for i in range(5)]
+        return sorted(set(ends + spread))
+    if n <= DP_MAX_N:
+        return sorted({0, 1, 2, n - 3, n - 2, n - 1})
+    return [0, n - 1]
+
+
+class FamilyF(Bound):
+    """The exact delta of the dataset F(a) (a others hold x0, the rest one third value), or, with
+    a = None, the largest over :func:`candidates`. Guarantees: a lower bound on the worst case."""
+
+    name = "family-f"
+    kind = BoundKind.LOWER
+    guarantee = "lower bound on the worst-case delta (exact delta of the dataset F(a))"
+
+    def __init__(self, a: int | None = None) -> None:
+        self.a = a
+
+    def best(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
+        """The largest lower end over the a values tried, and that a."""
+        if self.a is not None:
+            return family_delta(mech, self.a, eps), self.a
+        best, best_a = Bracket.exact_zero(), 0
+        for a in candidates(mech):
+            try:
+                b = family_delta(mech, a, eps)
+            except OutsideConditionsError:
+                continue
+            if b.lower > best.lower or (best.lower == 0.0 and b.upper > best.upper):
+                best, best_a = b, a
+        return best, best_a
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        return self.best(mech, eps)[0]
+
+    def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
+        eps = require_eps(eps)
+        b, a = self.best(mech, eps)
+        return DeltaResult(
+            bound=self.name,
+            kind=self.kind,
+            eps=eps,
+            delta=b.lower,
+            delta_lower=b.lower,
+            delta_upper=b.upper,
+            extra={"family": "F", "a": float(a)},
+        )

@@ -1,0 +1,391 @@
+"""Exact (1/n) E[(G_1 + ... + G_n)_+] for i.i.d. categorical G, with a rigorous error bracket.
+
+Several deltas of shuffled k-RR take this form (docs/accounting.md derives each): the optimal
+"privacy blanket" decomposition bound of Su, Cheng and Wang (IEEE S&P 2026) and the exact delta
+of the datasets "every other user holds x2" (F(0)) and "every other user holds x0" (F(n-1)).
+G takes at most four values g_1 > 0 >= g_2, g_3, g_4 with probabilities p_1..p_4; the counts
+(N_1, .., N_4) are multinomial and S = sum g_j N_j.
+
+Method. Write T = N_1 + N_2 ~ Bin(n, p_1 + p_2). Given T, J = N_1 ~ Bin(T, p_1 / (p_1 + p_2))
+and R = N_3 ~ Bin(n - T, p_3 / (p_3 + p_4)) are independent and
+
+    S = alpha J + beta R + c_T,  alpha = g_1 - g_2 > 0,  beta = g_3 - g_4 < 0 (labels chosen so),
+    c_T = g_2 T + g_4 (n - T).
+
+So S > 0 iff R < y_J = (alpha J + c_T) / |beta| and E[S_+ | T, J] = |beta| f(y_J) with
+f(y) = sum_{r <= y} P(R = r) (y - r) = (y - m) A(m) + B(m), m = floor(y), A the CDF of R and
+B(m) = sum_{r < m} A(r). A and B are running sums of non-negative numbers (no cancellation), and
+one pass over each row gives every f(y_J): the work per T is linear in the windows of J and R.
+
+Windows. Most of E[S_+] lives where S is near 0, far in the tails of the untilted law. With the
+exponential tilt theta > 0 (sum p_j g_j e^(theta g_j) = 0, floored at 1 / sd(S)), the bound
+s_+ <= e^(theta s) / (e theta) gives, for any set W of counts,
+
+    E[S_+ 1{(T, J, R) outside W}] <= M(theta)^n / (e theta) * P_theta(outside W),
+
+where M is the moment generating function of G and P_theta the tilted law, itself multinomial
+with probabilities p_j e^(theta g_j) / M(theta). The windows are centred on the tilted law, and
+that bound, computed with binomial tails, is added to the upper side: nothing is dropped silently.
+
+Errors (all added to the bracket): log-pmf errors of gammaln (numerics.log_weight_error) and of
+the binomial parameters; the running sums (a few ulp per term); the threshold y, whose error
+moves f by at most |dy| A (f is 1-Lipschitz in y with slope A); and the atoms themselves, each
+given to COEF_RELERR relative: a change dS of S moves S_+ by at most |dS|, and
+|dS| <= eta sum |g_j| N_j, which enters y the same way.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from .numerics import FloatArray, log_binom_cdf, log_binom_pmf, log_binom_sf, log_sum
+from .pairs import COEF_RELERR, PARAM_RELERR, Bracket
+
+_ULP = 2.0**-52
+#: Half-width of each window in tilted standard deviations (plus a few points); the tilted mass
+#: outside is bounded and added to the upper side, and if that bound is not negligible the
+#: evaluation is repeated with WIDE_SIGMAS.
+NARROW_SIGMAS = 8.0
+WIDE_SIGMAS = 14.0
+#: Elements (window cells) processed per block of T values: bounds the memory of one pass.
+BLOCK_CELLS = 1_500_000
+#: Largest amount of work (window cells) one evaluation may take (about 10 s here); beyond it
+#: :class:`TooLargeError` says so instead of running for minutes.
+MAX_CELLS = 4e8
+
+
+class TooLargeError(ValueError):
+    """The exact evaluation would take more work than MAX_CELLS allows."""
+
+
+@dataclass(frozen=True, slots=True)
+class Atom:
+    """One value of G and its probability (each accurate to a few ulp relative)."""
+
+    value: float
+    prob: float
+
+
+@dataclass(frozen=True, slots=True)
+class _Setup:
+    """The atoms, relabelled (positive, its partner, pair (3, 4)) and scaled to max |g| = 1."""
+
+    g: tuple[float, float, float, float]
+    p: tuple[float, float, float, float]
+    scale: float
+    theta: float
+    log_mgf: float  # log M(theta)
+    tilted: tuple[float, float, float, float]  # p_j e^(theta g_j) / M(theta)
+
+
+def mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket:
+    """A bracket on (1/n) E[(G_1 + ... + G_n)_+] for i.i.d. G with the given atoms.
+
+    Exactly 0 when no atom is positive. Raises TooLargeError when the windows exceed MAX_CELLS.
+    """
+    atoms = [a for a in atoms if a.prob > 0.0]
+    positive = [a for a in atoms if a.value > 0.0]
+    if not positive:
+        return Bracket.exact_zero()
+    if len(positive) > 1 or len(atoms) > 4:
+        raise ValueError("mean_positive_part needs one positive atom and at most four atoms")
+    setup = _setup(n, atoms)
+    narrow, dropped = _evaluate(n, setup, NARROW_SIGMAS)
+    # Widen only if the mass outside the windows (added to the upper side) is not negligible
+    # next to the bracket's own numerical width.
+    if (
+        dropped <= 1e-3 * max(narrow.upper - narrow.lower, 1e-300)
+        or dropped <= 1e-12 * narrow.lower
+    ):
+        return narrow
+    wide, _ = _evaluate(n, setup, WIDE_SIGMAS)
+    return Bracket(max(narrow.lower, wide.lower), min(narrow.upper, wide.upper))
+
+
+def _setup(n: int, atoms: list[Atom]) -> _Setup:
+    pos = next(a for a in atoms if a.value > 0.0)
+    rest = [a for a in atoms if a is not pos]
+    while len(rest) < 3:
+        rest.append(Atom(0.0, 0.0))
+    scale = max(abs(a.value) for a in atoms)
+    best: _Setup | None = None
+    best_cost = math.inf
+    for partner in range(3):
+        others = [rest[i] for i in range(3) if i != partner]
+        others.sort(key=lambda a: a.value)  # g_3 <= g_4: beta = g_3 - g_4 <= 0
+        order = [pos, rest[partner], *others]
+        g = tuple(a.value / scale for a in order)
+        p = tuple(a.prob for a in order)
+        theta, log_mgf, tilted = _tilt(n, g, p)  # type: ignore[arg-type]
+        cost = _estimated_cells(n, tilted, NARROW_SIGMAS) * (1.0 if g[2] < g[3] else 0.5)
+        if cost < best_cost:
+            best_cost = cost
+            best = _Setup(g, p, scale, theta, log_mgf, tilted)  # type: ignore[arg-type]
+    assert best is not None
+    return best
+
+
+def _tilt(
+    n: int, g: tuple[float, ...], p: tuple[float, ...]
+) -> tuple[float, float, tuple[float, ...]]:
+    """theta = max(root of sum p_j g_j e^(theta g_j), 1 / sd(S)), log M(theta) and the tilted
+    probabilities. Bisection on the log of the positive over the negative part (increasing)."""
+    gv = np.asarray(g)
+    with np.errstate(divide="ignore"):
+        lp = np.log(np.asarray(p))
+    mean = float(np.sum(np.asarray(p) * gv))
+    var = float(np.sum(np.asarray(p) * gv * gv)) - mean * mean
+    floor = 1.0 / math.sqrt(max(n * var, 1e-300))
+
+    def balance(theta: float) -> float:
+        terms = lp + theta * gv
+        pos = float(log_sum(terms[gv > 0] + np.log(gv[gv > 0])))
+        neg_mask = gv < 0
+        if not np.any(neg_mask):
+            return math.inf
+        neg = float(log_sum(terms[neg_mask] + np.log(-gv[neg_mask])))
+        return pos - neg
+
+    lo, hi = 0.0, 1.0
+    if balance(0.0) < 0.0:
+        while balance(hi) < 0.0 and hi < 1e6:
+            lo, hi = hi, 2.0 * hi
+        for _ in range(200):
+            mid = 0.5 * (lo + hi)
+            if balance(mid) < 0.0:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 1e-12 * hi:
+                break
+    theta = max(hi if balance(0.0) < 0.0 else 0.0, floor)
+    terms = lp + theta * gv
+    log_mgf = float(log_sum(terms))
+    tilted = tuple(float(v) for v in np.exp(terms - log_mgf))
+    return theta, log_mgf, tilted
+
+
+def _estimated_cells(n: int, tilted: tuple[float, ...], sigmas: float) -> float:
+    q12 = tilted[0] + tilted[1]
+    t_mean = n * q12
+    w_t = min(n + 1.0, 2.0 * sigmas * math.sqrt(n * q12 * (1.0 - q12)) + 7.0)
+    q1 = tilted[0] / q12 if q12 > 0 else 1.0
+    q3 = tilted[2] / (tilted[2] + tilted[3]) if tilted[2] + tilted[3] > 0 else 0.0
+    w_j = min(t_mean + 1.0, 2.0 * sigmas * math.sqrt(t_mean * q1 * (1.0 - q1)) + 7.0)
+    r_mean = n - t_mean
+    w_r = min(r_mean + 1.0, 2.0 * sigmas * math.sqrt(r_mean * q3 * (1.0 - q3)) + 7.0)
+    return w_t * (w_j + w_r)
+
+
+@dataclass(frozen=True, slots=True)
+class _Laws:
+    """The tilted binomial parameters, each with its complement (no subtraction)."""
+
+    t12: tuple[float, float]
+    t1: tuple[float, float]
+    t3: tuple[float, float]
+
+
+def _ratio(a: float, b: float) -> tuple[float, float]:
+    """(a / (a + b), b / (a + b)), (1, 0) when both are 0."""
+    total = a + b
+    return (a / total, b / total) if total > 0.0 else (1.0, 0.0)
+
+
+def _laws(s: _Setup) -> _Laws:
+    t = s.tilted
+    return _Laws(
+        t12=_ratio(t[0] + t[1], t[2] + t[3]),
+        t1=_ratio(t[0], t[1]),
+        t3=_ratio(t[2], t[3]),
+    )
+
+
+def _window(trials: FloatArray, q: tuple[float, float], sigmas: float) -> tuple[FloatArray, int]:
+    """Lower ends of windows (one per row) of a common width around trials * q, within [0, trials]."""
+    mean = trials * q[0]
+    sd = np.sqrt(trials * q[0] * q[1])
+    width = int(min(float(np.max(trials)) + 1.0, 2.0 * math.ceil(sigmas * float(np.max(sd))) + 7))
+    lo = np.floor(mean) - width // 2
+    lo = np.clip(lo, 0.0, np.maximum(trials - width + 1.0, 0.0))
+    return lo, width
+
+
+def _evaluate(n: int, s: _Setup, sigmas: float) -> tuple[Bracket, float]:
+    """The bracket and the bound on what lies outside the windows (both before capping)."""
+    laws = _laws(s)
+    cells = _estimated_cells(n, s.tilted, sigmas)
+    if cells > MAX_CELLS:
+        raise TooLargeError(
+            f"exact evaluation would need about {cells:.2g} window cells at n={n} "
+            f"(limit {MAX_CELLS:.0e}, about 10 s)"
+        )
+    t_lo, t_width = _window(np.asarray([float(n)]), laws.t12, sigmas)
+    t_all = np.arange(t_lo[0], t_lo[0] + t_width)
+    t_all = t_all[t_all <= n]
+    per_row = max(1, int(BLOCK_CELLS // max(cells / max(t_all.size, 1), 1.0)))
+    parts = [
+        _block(n, s, laws, t_all[i : i + per_row], sigmas) for i in range(0, t_all.size, per_row)
+    ]
+    log_value = float(log_sum(np.asarray([x[0] for x in parts])))
+    log_err = float(log_sum(np.asarray([x[1] for x in parts])))
+    log_out = float(log_sum(np.asarray([x[2] for x in parts] + [_t_outside(n, laws, t_all)])))
+    # Everything outside the windows: M(theta)^n / (e theta) P_theta(outside), in units of S.
+    log_dropped = n * s.log_mgf - 1.0 - math.log(s.theta) + log_out
+    factor = s.scale / n
+    value = math.exp(log_value) if log_value > -math.inf else 0.0
+    err = math.exp(log_err) if log_err > -math.inf else 0.0
+    dropped = math.exp(log_dropped) if log_dropped > -math.inf else 0.0
+    # The final products and sums round by a few ulp: widen by 8 ulp both ways.
+    lower = max(0.0, (value - err) * factor * (1.0 - 8 * _ULP))
+    upper = min(1.0, (value + err + dropped) * factor * (1.0 + 8 * _ULP))
+    if upper == 0.0:
+        # A positive atom makes E[S_+] > 0 (every draw on it has S > 0): 0 is not an upper bound.
+        upper = math.ulp(0.0)
+    return Bracket(lower, upper), dropped * factor
+
+
+def _t_outside(n: int, laws: _Laws, t_all: FloatArray) -> float:
+    """log P_theta(T outside [t_all[0], t_all[-1]])."""
+    lo, hi = float(t_all[0]), float(t_all[-1])
+    below = log_binom_cdf(lo - 1.0, n, laws.t12[0], laws.t12[1]) if lo > 0 else -math.inf
+    above = log_binom_sf(hi + 1.0, n, laws.t12[0], laws.t12[1]) if hi < n else -math.inf
+    return float(np.logaddexp(below, above))
+
+
+def _block(
+    n: int, s: _Setup, laws: _Laws, t: FloatArray, sigmas: float
+) -> tuple[float, float, float]:
+    """(log value, log absolute error, log tilted mass outside the J and R windows) for the
+    rows T in t, in units of S (before the factor scale / n).
+
+    Under the tilted law the window's probabilities stay within a few dozen nats of each other,
+    so they can be summed in linear scale; the identity P = P_theta M(theta)^n e^(-theta S)
+    brings the sum back: E[S_+] = M(theta)^n E_theta[S_+ e^(-theta S)].
+    """
+    g1, g2, g3, g4 = s.g
+    alpha, beta = g1 - g2, g3 - g4
+    log_wt = log_binom_pmf(t, n, *laws.t12)
+    j_lo, j_w = _window(t, laws.t1, sigmas)
+    r_trials = n - t
+    r_lo, r_w = _window(r_trials, laws.t3, sigmas)
+    j = j_lo[:, None] + np.arange(j_w)[None, :]
+    r = r_lo[:, None] + np.arange(r_w)[None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_pj = log_binom_pmf(j, t[:, None], *laws.t1)
+        log_pr = log_binom_pmf(r, r_trials[:, None], *laws.t3)
+    m_j = _row_max(log_pj)
+    m_r = _row_max(log_pr)
+    pj = np.exp(log_pj - m_j[:, None])
+    pr = np.exp(log_pr - m_r[:, None])
+    c_t = g2 * t + g4 * r_trials
+    eta = COEF_RELERR + 4.0 * _ULP
+    # |dS| <= eta sum |g_j| N_j <= eta (|g1| J + |g2| (T - J) + max(|g3|, |g4|) (n - T)).
+    ds = eta * (
+        abs(g1) * j + abs(g2) * (t[:, None] - j) + max(abs(g3), abs(g4)) * r_trials[:, None]
+    )
+    if beta < 0.0:
+        row, row_err = _rows_with_r(j, r_lo, pj, pr, alpha, -beta, c_t, ds, s.theta)
+        log_scale = math.log(-beta)
+    else:  # g_3 == g_4: S does not depend on R (and the R window sums to its mass)
+        s_val = alpha * j + c_t[:, None]
+        weight = np.exp(-s.theta * np.maximum(s_val, 0.0))
+        mass = np.sum(pr, axis=1)[:, None]
+        row = np.sum(pj * mass * np.maximum(s_val, 0.0) * weight, axis=1)
+        row_err = np.sum(pj * mass * np.where(s_val + ds > 0.0, ds, 0.0), axis=1)
+        log_scale = 0.0
+    log_base = log_wt + m_j + m_r + log_scale
+    rel = _relative_error(n, s, laws, t, j_w, r_w)
+    with np.errstate(divide="ignore"):
+        log_row = log_base + np.log(row)
+        log_err = log_sum(np.concatenate([log_row + math.log(rel), log_base + np.log(row_err)]))
+        outside = log_wt + np.logaddexp(
+            _outside(j_lo, j_w, t, laws.t1), _outside(r_lo, r_w, r_trials, laws.t3)
+        )
+    shift = n * s.log_mgf  # M(theta)^n
+    return float(log_sum(log_row)) + shift, float(log_err) + shift, float(log_sum(outside))
+
+
+def _rows_with_r(
+    j: FloatArray,
+    r_lo: FloatArray,
+    pj: FloatArray,
+    pr: FloatArray,
+    alpha: float,
+    abs_beta: float,
+    c_t: FloatArray,
+    ds: FloatArray,
+    theta: float,
+) -> tuple[FloatArray, FloatArray]:
+    """Per row: sum_J P_theta(J) E_theta[(y_J - R)_+ e^(-lam (y_J - R))] (lam = theta |beta|,
+    relative to the row maxima) and its error bound.
+
+    With U(m) = sum_{r <= m} p(r) e^(-lam (m - r)) and V(m) = sum_{r <= m} p(r) (m - r)
+    e^(-lam (m - r)), both exponentially weighted running sums of non-negative terms
+    (U(m) = p(m) + e^-lam U(m-1), V(m) = e^-lam (V(m-1) + U(m-1)), run by scipy's lfilter),
+    the sum over r < y, m = floor(y), d = y - m, is e^(-lam d) (d U(m) + V(m)).
+    """
+    from scipy.signal import lfilter
+
+    lam = theta * abs_beta
+    decay = math.exp(-lam)
+    u = lfilter([1.0], [1.0, -decay], pr, axis=1)
+    u_prev = np.concatenate([np.zeros((pr.shape[0], 1)), u[:, :-1]], axis=1)
+    v = lfilter([1.0], [1.0, -decay], decay * u_prev, axis=1)
+    y = (alpha * j + c_t[:, None]) / abs_beta
+    # y's own rounding (a few ulp of the terms added) plus the atoms' error, in units of R.
+    dy = 4.0 * _ULP * (alpha * np.abs(j) + np.abs(c_t)[:, None]) / abs_beta + ds / abs_beta
+    last = pr.shape[1] - 1
+    idx = np.clip(np.floor(y) - r_lo[:, None], -1, last).astype(np.int64)
+    safe = np.maximum(idx, 0)
+    u_at = np.take_along_axis(u, safe, axis=1)
+    v_at = np.take_along_axis(v, safe, axis=1)
+    d = y - (r_lo[:, None] + safe)
+    with np.errstate(over="ignore", invalid="ignore"):  # rows with idx = -1 are discarded
+        f = np.where(idx >= 0, np.exp(-lam * d) * (d * u_at + v_at), 0.0)
+    # h(y) = sum_{r < y} p(r) (y - r) e^(-lam (y - r)) has |h'(y)| <= sum_{r < y} p(r)
+    # (1 + lam (y - r)) e^(-lam (y - r)) <= (1 + lam) U(m) + lam V(m) on [m, m + 1): the error of
+    # a shift by dy (< 1 here) is at most dy times that at m = floor(y + dy).
+    up = np.clip(np.floor(y + dy) - r_lo[:, None], -1, last).astype(np.int64)
+    up_safe = np.maximum(up, 0)
+    u_up = np.take_along_axis(u, up_safe, axis=1)
+    v_up = np.take_along_axis(v, up_safe, axis=1)
+    slope = np.where(up >= 0, (1.0 + lam) * u_up + lam * v_up, 0.0)
+    return np.sum(pj * f, axis=1), np.sum(pj * dy * slope, axis=1)
+
+
+def _row_max(log_values: FloatArray) -> FloatArray:
+    top = np.max(log_values, axis=1)
+    return np.where(np.isfinite(top), top, 0.0)
+
+
+def _outside(lo: FloatArray, width: int, trials: FloatArray, q: tuple[float, float]) -> FloatArray:
+    """log P(Bin(trials, q) outside [lo, lo + width - 1]), per row."""
+    hi = lo + width - 1.0
+    with np.errstate(divide="ignore"):
+        below = np.where(lo > 0, log_binom_cdf(lo - 1.0, trials, q[0], q[1]), -np.inf)
+        above = np.where(hi < trials, log_binom_sf(hi + 1.0, trials, q[0], q[1]), -np.inf)
+    return np.logaddexp(below, above)
+
+
+def _relative_error(n: int, s: _Setup, laws: _Laws, t: FloatArray, j_w: int, r_w: int) -> float:
+    """Relative error of a row's value: gammaln in the three log-pmfs; the tilted binomial
+    parameters p_j e^(theta g_j) / M(theta) (a few ulp plus theta |g| ulp each, over n trials),
+    which also covers log M(theta); e^(-theta S) with S off by at most eta n (|g| <= 1 after
+    scaling); and the running sums (a few ulp per term)."""
+    from .numerics import log_weight_error
+
+    t_max = float(np.max(t))
+    tilt_relerr = PARAM_RELERR + 8.0 * (1.0 + s.theta) * _ULP
+    log_err = (
+        log_weight_error(n, *laws.t12)
+        + log_weight_error(t_max, *laws.t1)
+        + log_weight_error(n - float(np.min(t)), *laws.t3)
+        + 4.04 * tilt_relerr * n
+        + s.theta * (COEF_RELERR + 4.0 * _ULP) * n
+    )
+    return math.expm1(log_err) + 8.0 * (j_w + 2 * r_w + 8) * _ULP
