@@ -18,7 +18,7 @@ from .bounds import (
 from .inversion import eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .registry import BOUND_NAMES, make_bound, needs_nx0
-from .tight import Tight
+from .tight import Tight, witness_dataset
 
 
 def add_parser(subparsers: Any) -> None:
@@ -96,6 +96,8 @@ def _row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str,
         if bound.kind is not BoundKind.NOT_A_GUARANTEE:
             row.update(eps_lower=eps_result.eps_lower, eps_upper=eps_result.eps_upper)
         row.update(eps_result.extra)
+    if isinstance(bound, Tight):
+        row["lower_dataset"] = witness_dataset(str(row.get("lower_from", "")))
     return row
 
 

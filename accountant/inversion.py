@@ -15,9 +15,9 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson
+from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideConditionsError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
-from .tight import Tight, witness_name
+from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9
@@ -158,41 +158,64 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # eps_upper = min over valid upper bounds of their eps (the min of the functions meets the
     # target at the min of their crossings); eps_lower = max over lower bounds l of theirs, since
     # l(eps) > target implies the true delta(eps) > target. Members that cannot beat the current
-    # best at the current best are skipped (one evaluation each instead of a search).
-    best_upper, upper_name = math.inf, ""
+    # best at the current best are skipped (one evaluation each instead of a search); members
+    # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
+    best_upper, upper_name, skipped = math.inf, "", []
     for member in bound.upper_bounds():
 
         def up(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).upper
 
-        if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
-            continue  # its crossing is above best_upper - tol: it cannot lower the minimum
-        value = smallest_eps_at_most(up, delta, start, upper_side=True)
+        try:
+            if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
+                continue  # its crossing is above best_upper - tol: it cannot lower the minimum
+            value = smallest_eps_at_most(up, delta, start, upper_side=True)
+        except OutsideConditionsError as exc:
+            skipped.append(f"{member.name}: {exc}")
+            continue
         if value < best_upper:
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
+    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper)
+    eps_lower = min(best_lower, best_upper)
+    extra: dict[str, float | str] = {
+        "upper_from": upper_name,
+        "lower_from": lower_name,
+        "ratio": bracket_ratio(eps_lower, best_upper),
+    }
+    if skipped:
+        extra["upper_skipped"] = "; ".join(skipped)
+    return EpsResult(
+        bound=bound.name,
+        kind=bound.kind,
+        delta=delta,
+        eps=best_upper,
+        eps_lower=eps_lower,
+        eps_upper=best_upper,
+        extra=extra,
+    )
+
+
+def _tight_eps_lower(
+    bound: Tight, mech: ShuffledKRR, delta: float, best_upper: float
+) -> tuple[float, str]:
     best_lower, lower_name = 0.0, "none"
     for candidate in bound.lower_bounds(mech):
 
         def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower
 
-        if low(best_lower) <= delta:
-            continue  # its crossing is at or below best_lower: it cannot raise the maximum
-        # A lower bound's crossing is at most best_upper (there it is <= the truth <= target), so
-        # the search starts with a finite bracket [0, best_upper].
-        value = smallest_eps_at_most(low, delta, max(best_upper, EPS_TOL), upper_side=False)
+        try:
+            if low(best_lower) <= delta:
+                continue  # its crossing is at or below best_lower: it cannot raise the maximum
+            # A lower bound's crossing is at most best_upper (there it is <= the truth <= target),
+            # so the search starts with a finite bracket [0, best_upper].
+            value = smallest_eps_at_most(low, delta, max(best_upper, EPS_TOL), upper_side=False)
+        except OutsideConditionsError:
+            continue
         if value > best_lower:
             best_lower, lower_name = value, witness_name(candidate)
-    return EpsResult(
-        bound=bound.name,
-        kind=bound.kind,
-        delta=delta,
-        eps=best_upper,
-        eps_lower=min(best_lower, best_upper),
-        eps_upper=best_upper,
-        extra={"upper_from": upper_name, "lower_from": lower_name},
-    )
+    return best_lower, lower_name
 
 
 def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None = None) -> float:

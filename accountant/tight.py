@@ -1,29 +1,31 @@
 """``tight``: a bracket [delta_lower, delta_upper] on the true worst-case delta of the histogram.
 
-* delta_upper: the minimum of the valid numerical upper bounds (strong-adversary, clones,
-  krr-clones), each at the top of its numerical bracket. This is the reported guarantee.
+* delta_upper: the minimum of the valid numerical upper bounds (optimal-blanket, the optimal
+  decomposition bound of Su, Cheng and Wang, evaluated exactly; strong-adversary, clones,
+  krr-clones), each at the top of its numerical bracket. This is the reported guarantee. A member
+  that cannot be evaluated here (optimal-blanket beyond its work limit, see gsum.MAX_CELLS) is
+  skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
-  its numerical bracket: every other user holds x0 (the whole histogram's exact delta, both
-  directions), every other user holds a third value (the wang-krr pair, k >= 3), and
-  the exact single-bin delta (a post-processing of the histogram) over a set of nx0 values,
-  every nx0 when n <= :data:`ALL_NX0_UP_TO`. Any dataset's exact delta is a lower bound, so a
-  subset of nx0 values still gives one.
+  its numerical bracket: the family F(a) (a other users hold x0, the rest one third value;
+  family.py) over :func:`family.candidates`, and the exact single-bin delta (a post-processing of
+  the histogram) over a set of nx0 values. Any dataset's exact delta is a lower bound, so a subset
+  of a or nx0 values still gives one.
 """
 
 from __future__ import annotations
 
 import math
 
+from .blanket import OptimalBlanket
 from .bounds import (
     UPPER_BOUNDS,
-    AllOthersX0,
     Bound,
     BoundKind,
-    CloneFormBound,
     DeltaResult,
+    OutsideConditionsError,
     SingleBin,
-    WangKRR,
 )
+from .family import FamilyF, candidates, family_delta
 from .mechanism import ShuffledKRR, require_eps
 from .pairs import Bracket
 
@@ -41,6 +43,20 @@ def single_bin_candidates(n: int) -> list[int]:
     return sorted({round(i * step) for i in range(NX0_SAMPLES)})
 
 
+class _FamilyMember(Bound):
+    """F(a) for one a, as a lower-bound member of ``tight``."""
+
+    kind = BoundKind.LOWER
+    guarantee = FamilyF.guarantee
+
+    def __init__(self, a: int) -> None:
+        self.a = a
+        self.name = f"family-f(a={a})"
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        return family_delta(mech, self.a, eps)
+
+
 class Tight(Bound):
     """[best lower bound, best valid upper bound] on the worst-case delta of the histogram."""
 
@@ -48,16 +64,16 @@ class Tight(Bound):
     kind = BoundKind.BRACKET
     guarantee = "delta_upper is the valid guarantee; delta_lower <= true worst case <= delta_upper"
 
-    def upper_bounds(self) -> list[CloneFormBound]:
-        """The valid upper bounds, the usual winner for k-RR (krr-clones) first."""
-        return sorted((cls() for cls in UPPER_BOUNDS), key=lambda b: b.name != "krr-clones")
+    def upper_bounds(self) -> list[Bound]:
+        """The valid upper bounds, the usual winner (optimal-blanket) first."""
+        return [OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
 
     def lower_bounds(self, mech: ShuffledKRR) -> list[Bound]:
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
-        members: list[Bound] = [WangKRR()] if mech.k >= 3 else []
-        members.append(AllOthersX0())
-        members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
+        members: list[Bound] = [_FamilyMember(a) for a in candidates(mech)]
+        if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
+            members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
         return members
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
@@ -65,19 +81,30 @@ class Tight(Bound):
 
     def upper_only(self, mech: ShuffledKRR, eps: float) -> float:
         """delta_upper alone (the valid guarantee), without computing the lower side."""
-        return min(bound.bracket(mech, eps).upper for bound in self.upper_bounds())
+        return self._upper(mech, eps)[0]
 
-    def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str]:
-        best_upper, upper_name = math.inf, ""
+    def _upper(self, mech: ShuffledKRR, eps: float) -> tuple[float, str, list[str]]:
+        best, name, skipped = math.inf, "", []
         for bound in self.upper_bounds():
-            value = bound.bracket(mech, eps).upper
-            if value < best_upper:
-                best_upper, upper_name = value, bound.name
+            try:
+                value = bound.bracket(mech, eps).upper
+            except OutsideConditionsError as exc:
+                skipped.append(f"{bound.name}: {exc}")
+                continue
+            if value < best:
+                best, name = value, bound.name
+        return best, name, skipped
+
+    def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str, list[str]]:
+        best_upper, upper_name, skipped = self._upper(mech, eps)
         best_lower, lower_name = 0.0, "none"
         for member in self.lower_bounds(mech):
-            value = member.bracket(mech, eps).lower
+            try:
+                value = member.bracket(mech, eps).lower
+            except OutsideConditionsError:
+                continue
             if value > best_lower:
-                best_lower, lower_name = value, witness_name(member)
+                best_lower, lower_name = value, member.name
         if best_lower > best_upper:
             # Both sides are rigorous brackets of exact quantities, so this means a bug or a
             # published "upper bound" that fails; never hide it.
@@ -85,11 +112,18 @@ class Tight(Bound):
                 f"tight bracket inverted at n={mech.n}, k={mech.k}, eps0={mech.eps0}, eps={eps}: "
                 f"lower {best_lower!r} ({lower_name}) > upper {best_upper!r} ({upper_name})"
             )
-        return Bracket(best_lower, best_upper), upper_name, lower_name
+        return Bracket(best_lower, best_upper), upper_name, lower_name, skipped
 
     def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
         eps = require_eps(eps)
-        bracket, upper_name, lower_name = self._evaluate(mech, eps)
+        bracket, upper_name, lower_name, skipped = self._evaluate(mech, eps)
+        extra: dict[str, float | str] = {
+            "upper_from": upper_name,
+            "lower_from": lower_name,
+            "ratio": bracket_ratio(bracket.lower, bracket.upper),
+        }
+        if skipped:
+            extra["upper_skipped"] = "; ".join(skipped)
         return DeltaResult(
             bound=self.name,
             kind=self.kind,
@@ -97,11 +131,30 @@ class Tight(Bound):
             delta=bracket.upper,
             delta_lower=bracket.lower,
             delta_upper=bracket.upper,
-            extra={"upper_from": upper_name, "lower_from": lower_name},
+            extra=extra,
         )
+
+
+def bracket_ratio(lower: float, upper: float) -> float:
+    """upper / lower (1 when both are 0, inf when only the lower end is 0)."""
+    if upper == 0.0:
+        return 1.0
+    return upper / lower if lower > 0.0 else math.inf
 
 
 def witness_name(bound: Bound) -> str:
     if isinstance(bound, SingleBin):
         return f"single-bin(nx0={bound.nx0})"
     return bound.name
+
+
+def witness_dataset(name: str) -> dict[str, int | str]:
+    """The dataset behind a lower end's name, for --json: {"family": "F", "a": 0} or
+    {"family": "single-bin", "nx0": 5} ({} for none)."""
+    for prefix, family, key in (
+        ("family-f(a=", "F", "a"),
+        ("single-bin(nx0=", "single-bin", "nx0"),
+    ):
+        if name.startswith(prefix):
+            return {"family": family, key: int(name[len(prefix) : -1])}
+    return {}
