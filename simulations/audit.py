@@ -81,7 +81,6 @@ from scipy import signal, special, stats
 from shuffledp.accountant import (
     BOUND_NAMES,
     AllOthersX0,
-    BoundUnavailableError,
     OutsideConditionsError,
     ShuffledKRR,
     Tight,
@@ -550,7 +549,7 @@ def bound_rows(mech: ShuffledKRR, eps: float, nx0: int | None) -> list[dict[str,
         row: dict[str, Any] = {"bound": name, "kind": str(bound.kind), "guarantee": bound.guarantee}
         try:
             result = bound.delta(mech, eps)
-        except (OutsideConditionsError, BoundUnavailableError) as exc:
+        except OutsideConditionsError as exc:
             row["error"] = str(exc)
             published = published_value(mech.n, mech.k, mech.eps0, nx0, eps)
             if name == "biswas-literal" and published is not None:

@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Literal
 
 from shuffledp.accountant import (
-    BoundUnavailableError,
     InvalidParameterError,
     OutsideConditionsError,
     ShuffledKRR,
@@ -241,8 +240,6 @@ def bound_cell(name: str, mech: ShuffledKRR, eps: float, nx0: int | None = None)
         return make_bound(name, nx0).delta(mech, eps).delta
     except OutsideConditionsError as exc:
         return f"outside conditions: {exc}"
-    except BoundUnavailableError as exc:
-        return f"unavailable: {exc}"
 
 
 def tight_cells(mech: ShuffledKRR, eps: float) -> tuple[dict[str, Cell], str, str]:
