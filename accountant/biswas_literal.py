@@ -18,9 +18,12 @@ coefficient (0 outside 0 <= b <= a):
 
 This reproduces the paper's Table IV and the n = 100 column of its Table II (tests/
 test_biswas_literal.py). It is NOT a valid guarantee: v_s is not the log-ratio of the two
-distributions of the paper's own model (eqs. 12-13; the factor (s - r) in N(s) does not belong
-there), and the values come out many orders of magnitude below the exact delta of that model
-(``single-bin``). It is kept only to reproduce the published tables, labelled as such.
+distributions of the paper's own model (eqs. 12-13): the true numerator is
+sum_r C(m, r) C(n - 1 - m, s - 1 - r) kappa1^r, and N(s) / (n - m) multiplies each of its terms by
+an extra (s - r) / (n - m) <= 1. The values come out many orders of magnitude below the exact
+delta of that model (``single-bin``; without the extra factor the same expression gives it). It
+is kept only to reproduce the published tables, labelled "published formula, not a valid
+guarantee".
 """
 
 from __future__ import annotations

@@ -17,7 +17,7 @@ this experiment puts:
   delta_upper is the valid guarantee.
 
 Fig. 1 (the surface): delta over a grid of (eps, eps0) at n = 100, k = 10 (the reference row's;
-the paper's own Fig. 1 setting is not available here), as two heat maps on one log colour scale:
+this experiment's choice), as two heat maps on one log colour scale:
 the valid delta_upper, and beside it the printed formula (not a valid guarantee).
 
 Choices: eps in {0.1, 0.5, 1, 1.5, 2}; eps0 in {0.5, 1, 2, 3, 4}; n in {100, 200, 500, 1000};
