@@ -15,7 +15,7 @@ from math import comb
 import mpmath
 import pytest
 
-from shuffledp.accountant import BoundKind, ShuffledKRR, WangKRR
+from shuffledp.accountant import BoundKind, KRRClones, ShuffledKRR, WangKRR
 from shuffledp.cli import main
 
 K2_LABEL = "published value, neither a guarantee nor a lower bound for k = 2"
@@ -92,3 +92,14 @@ def test_cli_row_for_k2(capsys: pytest.CaptureFixture[str], target: list[str]) -
     assert "delta_lower" not in row and "eps_lower" not in row
     assert main(argv) == 0
     assert K2_LABEL in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("n", "eps0", "eps"), [(10, 1.0, 0.1), (1000, 2.0, 0.3)])
+def test_k2_pair_is_the_krr_clones_pair(n: int, eps0: float, eps: float) -> None:
+    """For k = 2 the wang-krr pair and the krr-clones pair are the same law (others: C ~ Bin(n-1,
+    2 pb) clones split evenly; u: x0 w.p. pt under P, pb under Q; scale pt + pb = 1), so the
+    numbers agree (docs/accounting.md, "Why wang-krr is a lower bound")."""
+    mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+    assert WangKRR().delta(mech, eps).delta == pytest.approx(
+        KRRClones().delta(mech, eps).delta, rel=1e-9
+    )
