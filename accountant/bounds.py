@@ -21,7 +21,6 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .biswas_literal import BoundUnavailableError as BoundUnavailableError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from .pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
 
@@ -67,16 +66,26 @@ class Bound(ABC):
         """The side of the bracket that is safe for this kind of bound."""
         return bracket.lower if self.kind is BoundKind.LOWER else bracket.upper
 
+    def kind_for(self, mech: ShuffledKRR) -> BoundKind:
+        """What the number means for this mechanism (``kind`` unless a bound says otherwise)."""
+        return self.kind
+
+    def guarantee_for(self, mech: ShuffledKRR) -> str:
+        """The one-line label for this mechanism (``guarantee`` unless a bound says otherwise)."""
+        return self.guarantee
+
     def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
         eps = require_eps(eps)
         b = self.bracket(mech, eps)
+        kind = self.kind_for(mech)
         return DeltaResult(
             bound=self.name,
-            kind=self.kind,
+            kind=kind,
             eps=eps,
-            delta=self.headline(b),
+            delta=b.lower if kind is BoundKind.LOWER else b.upper,
             delta_lower=b.lower,
             delta_upper=b.upper,
+            extra={} if kind is self.kind else {"guarantee": self.guarantee_for(mech)},
         )
 
     def zero_from(self, mech: ShuffledKRR) -> float:
@@ -193,12 +202,17 @@ class WangKRR(Bound):
     to N1 w.p. pt (P) or pb (Q), to N2 w.p. pb (P) or pt (Q), else to neither.
 
     Published as an upper bound, but it FAILS as one: exhaustive enumeration at n=4, k=3,
-    eps0=0.5, eps=0.3 finds a dataset with delta 0.0124612 > 0.0120398 (ACCOUNTING.md section 3).
-    It is the exact delta of the counts (N_x0, N_x1) of the histogram of the dataset in which
-    every other user holds a third value x2: for k = 3 that is the whole histogram's delta, for
-    k >= 4 a post-processing of it (the full histogram also shows which rest value u reported, and
-    its delta is larger, see tests/test_oracle_selfcheck.py). Either way it is at most the true
-    worst case, so for k >= 3 it is a valid LOWER bound, and that is how it is used here.
+    eps0=0.5, eps=0.3 finds a dataset (every other user holds x0) with delta 0.0124612 >
+    0.0120398 (docs/accounting.md). For k >= 3 it is the exact delta of the counts (N_x0, N_x1)
+    of the histogram of the dataset in which every other user holds a third value x2: for k = 3
+    that is the whole histogram's delta, for k >= 4 a post-processing of it (the full histogram
+    also shows which rest value u reported, and its delta is larger, see
+    tests/test_oracle_selfcheck.py). Either way it is at most the true worst case, so for k >= 3
+    it is a valid LOWER bound, and that is how it is used here.
+
+    For k = 2 there is no third value: every other user's report is x0 or x1, so no dataset has
+    this pair as (a post-processing of) its histogram, and the pair gives neither a guarantee nor
+    a lower bound. The published value is still computed, labelled NOT_A_GUARANTEE.
     """
 
     name = "wang-krr"
@@ -206,13 +220,15 @@ class WangKRR(Bound):
     guarantee = (
         "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x2')"
     )
+    guarantee_k2 = "published value, neither a guarantee nor a lower bound for k = 2"
+
+    def kind_for(self, mech: ShuffledKRR) -> BoundKind:
+        return BoundKind.NOT_A_GUARANTEE if mech.k == 2 else self.kind
+
+    def guarantee_for(self, mech: ShuffledKRR) -> str:
+        return self.guarantee_k2 if mech.k == 2 else self.guarantee
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        if mech.k < 3:
-            raise OutsideConditionsError(
-                "wang-krr is the exact delta of a dataset where every other user holds a third "
-                f"value, which needs k >= 3, got k={mech.k}; it is not a valid upper bound"
-            )
         return TwoCountPair.wang(mech).delta(eps)
 
 
@@ -302,21 +318,26 @@ class SingleBin(Bound):
 
 
 class BiswasLiteral(Bound):
-    """The printed Theorem IV.1 of Biswas, Jung, Palamidessi (see biswas_literal.py), kept only to
-    reproduce the published Tables II and IV. NOT a valid guarantee: it is below the exact
-    single-bin value by many orders of magnitude (e.g. 2.48e-15 vs 6.15e-3 at n=100, k=10,
+    """The printed Theorem IV.1 of Biswas, Jung, Palamidessi, FPS 2023 (arXiv 2205.08858): eq. 6
+    with v_s as printed (eq. 15), evaluated in high precision (biswas_literal.py). It reproduces
+    the published Tables II (n = 100) and IV and is kept only for that. NOT a valid guarantee:
+    its v_s is not log(P0(s) / P1(s)) of the paper's own model, and the value lies below the exact
+    single-bin delta by many orders of magnitude (2.4837e-15 against 6.1467e-3 at n=100, k=10,
     eps0=2, nx0=80, eps=0.1). It never feeds a reported guarantee.
     """
 
     name = "biswas-literal"
     kind = BoundKind.NOT_A_GUARANTEE
-    guarantee = "the paper's printed formula; NOT a valid guarantee (reproduces Tables II/IV)"
+    guarantee = (
+        "published formula, not a valid guarantee (Theorem IV.1 as printed; reproduces the "
+        "paper's Tables II/IV)"
+    )
 
     def __init__(self, nx0: int) -> None:
         self.nx0 = nx0
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        from .biswas_literal import biswas_literal_delta  # only this bound needs it
+        from .biswas_literal import biswas_literal_delta
 
         value = biswas_literal_delta(mech.n, mech.k, mech.eps0, self.nx0, eps)
         return Bracket(value, value)

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from shuffledp import __version__, components_cli, keys_cli
 from shuffledp.accountant import cli as account_cli
-from shuffledp.accountant.bounds import BoundUnavailableError, OutsideConditionsError
+from shuffledp.accountant.bounds import OutsideConditionsError
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.simulations import audit_cli, broker_cli, experiment_cli, simulate_cli, stream_cli
 
@@ -43,7 +43,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except (InvalidParameterError, OutsideConditionsError, BoundUnavailableError) as exc:
+    except (InvalidParameterError, OutsideConditionsError) as exc:
         print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
         return 2
     return code

@@ -81,7 +81,6 @@ from scipy import signal, special, stats
 from shuffledp.accountant import (
     BOUND_NAMES,
     AllOthersX0,
-    BoundUnavailableError,
     OutsideConditionsError,
     ShuffledKRR,
     Tight,
@@ -534,8 +533,8 @@ def published_value(
         "bound": "biswas-literal",
         "value": value,
         "source": "published value of the printed Theorem IV.1 (Biswas, Jung, Palamidessi, "
-        "Table IV); the formula itself is not computable here",
-        "label": "not a valid guarantee",
+        "Table IV); the bound biswas-literal evaluates the same formula",
+        "label": "published formula, not a valid guarantee",
     }
 
 
@@ -547,17 +546,22 @@ def bound_rows(mech: ShuffledKRR, eps: float, nx0: int | None) -> list[dict[str,
             rows.append({"bound": name, "error": "needs nx0 (the single-bin dataset, --nx0 M)"})
             continue
         bound = make_bound(name, nx0 if needs_nx0(name) else None)
-        row: dict[str, Any] = {"bound": name, "kind": str(bound.kind), "guarantee": bound.guarantee}
+        row: dict[str, Any] = {
+            "bound": name,
+            "kind": str(bound.kind_for(mech)),
+            "guarantee": bound.guarantee_for(mech),
+        }
+        if name == "biswas-literal" and (
+            published := published_value(mech.n, mech.k, mech.eps0, nx0, eps)
+        ):
+            row["published"] = published["value"]  # beside the evaluated formula
         try:
             result = bound.delta(mech, eps)
-        except (OutsideConditionsError, BoundUnavailableError) as exc:
+        except OutsideConditionsError as exc:
             row["error"] = str(exc)
-            published = published_value(mech.n, mech.k, mech.eps0, nx0, eps)
-            if name == "biswas-literal" and published is not None:
-                row["published"] = published["value"]
         else:
             row["delta"] = result.delta
-            if bound.kind is not BoundKind.NOT_A_GUARANTEE:
+            if result.kind is not BoundKind.NOT_A_GUARANTEE:
                 row.update(delta_lower=result.delta_lower, delta_upper=result.delta_upper)
         rows.append(row)
     return rows

@@ -309,8 +309,6 @@ BAD_INPUT = [
     ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "10"], "nx0 must be in [0, n-1]"),
     ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "got -1"),
     ([*BASE, "--eps", "0.1", "--delta", "0.01"], "not allowed with argument"),
-    (["--n", "10", "--k", "2", "--eps0", "1", "--eps", "0.1", "--bound", "wang-krr"], "k >= 3"),
-    (["--n", "10", "--k", "2", "--eps0", "1", "--delta", "0.01", "--bound", "wang-krr"], "k >= 3"),
     ([*BASE, "--eps", "0.1", "--rounds", "0"], "rounds must be an integer >= 1"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"], "invalid int value: '2.5'"),

@@ -32,7 +32,6 @@ from shuffledp.accountant import (  # noqa: E402
     Clones,
     InvalidParameterError,
     KRRClones,
-    OutsideConditionsError,
     ShuffledKRR,
     SingleBin,
     StrongAdversary,
@@ -153,11 +152,6 @@ def test_clones_upper_at_large_eps0_and_eps() -> None:
         exact = _exact_pair_delta("clones", 100, 3, 80.0, 40.0)
         assert exact > 1 - mpmath.mpf("1e-17")
         assert Clones().bracket(mech, 40.0).upper >= exact * (1 - mpmath.mpf("1e-12"))
-
-
-def test_wang_krr_refuses_k2() -> None:
-    with pytest.raises(OutsideConditionsError, match="k >= 3"):
-        eps_for_delta(WangKRR(), ShuffledKRR(n=100, k=2, eps0=1.0), 1e-3)
 
 
 # ----------------------------------------------------------------------------------------------

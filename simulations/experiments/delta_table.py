@@ -5,11 +5,10 @@ for one user among n whose value changes from x0 to x1 while n_x0 = 80 of the ot
 varying eps0, n and k around the reference row n = 100, k = 10, eps0 = 2. Next to each setting
 this experiment puts:
 
-* the printed formula (``biswas-literal``): NOT a valid guarantee. The accountant refuses it (the
-  printed formula is not available in this workplace, accountant/biswas_literal.py), so the
-  computed column carries its reason; the published values of the reference row, quoted in
-  shared/ACCOUNTING.md section 1 (2.4837e-15, 3.245e-22, 2.201e-30 at eps = 0.1, 0.5, 1), are in a
-  column of their own, labelled as published values of the printed formula;
+* the printed formula (``biswas-literal``, eq. 6 with v_s as printed in Theorem IV.1), evaluated
+  by the accountant, and beside it the value Table IV publishes where it has one (e.g. 2.49E-15,
+  3.25E-22, 2.20E-30 at eps = 0.1, 0.5, 1 on the reference row; we get 2.4837e-15, 3.2453e-22,
+  2.2014e-30): both labelled "published formula, not a valid guarantee";
 * the exact single-bin delta of the same model (``single-bin``: the count of x0 alone,
   B = Bin(n_x0, pt) + Bin(n-1-n_x0, pb), P0 = B + Bern(pt), P1 = B + Bern(pb)): informative only,
   it depends on the private data through n_x0 and ignores the other bins; both directions and
@@ -18,14 +17,14 @@ this experiment puts:
   delta_upper is the valid guarantee.
 
 Fig. 1 (the surface): delta over a grid of (eps, eps0) at n = 100, k = 10 (the reference row's;
-the paper's own Fig. 1 setting is not available here), as two heat maps on one log colour scale:
-the valid delta_upper, and beside it the printed formula where the accountant computes it, or
-else the exact single-bin value of the paper's model at n_x0 = 80, with the published printed
-values of the reference row marked on it.
+this experiment's choice), as two heat maps on one log colour scale:
+the valid delta_upper, and beside it the printed formula (not a valid guarantee).
 
 Choices: eps in {0.1, 0.5, 1, 1.5, 2}; eps0 in {0.5, 1, 2, 3, 4}; n in {100, 200, 500, 1000};
 k in {2, 5, 10, 20, 50}; each varied alone around the reference row; n_x0 = 80 throughout (so
-n > 80). Deterministic (no randomness; neither --seed nor --runs matter). Grid points go through
+n > 80). Table IV's published values exist for eps0 in {1, 2, 3} and k in {5, 10, 15}; its
+"varying n" rows need n_x0 = 0.8 n (n = 150 with n_x0 = 120 reproduces; n = 50 only partly),
+so at n != 100 no published value is shown beside ours. Deterministic (no randomness; neither --seed nor --runs matter). Grid points go through
 ``context.repeat`` in parallel.
 """
 
@@ -35,6 +34,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from shuffledp.accountant import InvalidParameterError, ShuffledKRR, SingleBin
 from shuffledp.accountant.mechanism import require_eps, require_int, require_positive
@@ -78,26 +78,39 @@ __all__ = [
 NAME = "delta-table"
 SURFACE_NAME = "delta-surface"
 
-#: The printed formula's values published in the paper's Table IV, as quoted in
-#: shared/ACCOUNTING.md section 1: (n, k, eps0, n_x0) -> {eps: delta}. Not a valid guarantee.
+_TABLE_IV_EPS = (0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
+
+
+def _row(*values: float) -> dict[float, float]:
+    return dict(zip(_TABLE_IV_EPS, values, strict=True))
+
+
+#: The printed formula's values as published in the paper's Table IV (3 significant digits):
+#: (n, k, eps0, n_x0) -> {eps: delta}, the rows the accountant's evaluation reproduces ("varying
+#: eps0" and "varying k" at n = 100, n_x0 = 80; "varying n" at n = 150, where n_x0 = 120 = 0.8 n
+#: reproduces it, not the 80 the text states). Not a valid guarantee.
 PUBLISHED_TABLE_IV: dict[tuple[int, int, float, int], dict[float, float]] = {
-    (100, 10, 2.0, 80): {0.1: 2.4837e-15, 0.5: 3.245e-22, 1.0: 2.201e-30},
+    (100, 10, 1.0, 80): _row(2.08e-20, 3.42e-43, 0.0, 0.0, 0.0, 0.0, 0.0),
+    (100, 10, 2.0, 80): _row(2.49e-15, 3.25e-22, 2.20e-30, 1.57e-40, 0.0, 0.0, 0.0),
+    (100, 10, 3.0, 80): _row(8.79e-11, 5.73e-13, 3.52e-16, 4.49e-20, 1.09e-25, 4.52e-33, 0.0),
+    (100, 5, 2.0, 80): _row(1.96e-10, 2.51e-14, 1.08e-19, 2.02e-27, 0.0, 0.0, 0.0),
+    (100, 15, 2.0, 80): _row(1.66e-18, 7.13e-28, 1.49e-38, 7.35e-50, 0.0, 0.0, 0.0),
+    (150, 10, 2.0, 120): _row(6.58e-22, 7.83e-32, 2.75e-44, 6.99e-59, 0.0, 0.0, 0.0),
 }
-NOT_QUOTED = "not quoted: no published value of this setting is available here"
+NOT_QUOTED = "not published: Table IV has no value at this setting"
 #: Figures and the summary's ranges leave out positive values below this: they are the upper
 #: side of a numerical bracket around a value that underflows (e.g. 4.94e-324), not a value.
 SMALLEST_SHOWN = 1e-300
 
 PUBLISHED = Column(
     key="biswas-literal published",
-    label="published values of the printed formula (Table IV, quoted in ACCOUNTING.md); "
-    + LABEL_NOT_A_GUARANTEE,
+    label="published values of the printed formula (Table IV); " + LABEL_NOT_A_GUARANTEE,
     short="published; " + SHORT_NOT_A_GUARANTEE,
     role="not-a-guarantee",
 )
 COMPUTED = Column(
     key="biswas-literal",
-    label="printed formula computed by the accountant; " + LABEL_NOT_A_GUARANTEE,
+    label="printed formula evaluated here; " + LABEL_NOT_A_GUARANTEE,
     short=SHORT_NOT_A_GUARANTEE,
     role="not-a-guarantee",
 )
@@ -408,8 +421,8 @@ def delta_summary(
         f"{{{', '.join(f'{e:g}' for e in grid.eps0_values)}}}, n in "
         f"{{{', '.join(map(str, grid.n_values))}}}, k in {{{', '.join(map(str, grid.k_values))}}}"
         + (" (quick grid)" if quick else "")
-        + ". The paper's full grid is not available here; these values are this experiment's "
-        "choice around the reference row that shared/ACCOUNTING.md quotes. Deterministic: no "
+        + ". The grid is this experiment's choice around Table IV's reference row (it covers "
+        "Table IV's eps0 = 1, 2, 3 and k = 5 rows). Deterministic: no "
         "randomness is involved (the seed and --runs play no part).",
         "",
         "## The reference row",
@@ -424,8 +437,9 @@ def delta_summary(
         *markdown_table(["setting", "n", "k", "eps0", *eps_headers], grid_rows),
         "",
         "Valid upper bounds are shown rounded up, lower bounds rounded down (3 significant "
-        "digits); delta-table.csv has the exact values, the printed formula's columns and "
-        "which bound gave each side of the bracket.",
+        "digits); delta-table.csv has the exact values, the printed formula's columns "
+        "(published and evaluated here; published formula, not a valid guarantee) and which "
+        "bound gave each side of the bracket.",
         "",
         *label_legend(DELTA_COLUMNS),
         "",
@@ -435,17 +449,11 @@ def delta_summary(
         f"n_x0 = {surface_grid.nx0}, eps from {min(surface_grid.eps_values):g} to "
         f"{max(surface_grid.eps_values):g} ({len(surface_grid.eps_values)} values), eps0 from "
         f"{min(surface_grid.eps0_values):g} to {max(surface_grid.eps0_values):g} "
-        f"({len(surface_grid.eps0_values)} values); the paper's own Fig. 1 setting is not "
-        "available here. Left: the valid delta_upper (log10); right: "
-        + (
-            "the printed formula (not a valid guarantee)"
-            if _literal_available(surface)
-            else "the printed formula is not computed here (the accountant refuses it), so the "
-            "exact single-bin value of the paper's model is shown, with the published printed "
-            "values (not a valid guarantee) of the reference row marked"
-        )
-        + ". Grey cells: delta = 0 exactly (every bound here except strong-adversary is 0 for "
-        "eps >= eps0).",
+        f"({len(surface_grid.eps0_values)} values), this experiment's choice. Left: the valid "
+        "delta_upper (log10); right: the printed formula evaluated here (published formula, "
+        "not a valid guarantee). Grey cells: delta = 0 exactly (every bound here except "
+        "strong-adversary is 0 for eps >= eps0; the printed formula is 0 wherever no v_s "
+        "exceeds eps).",
         "",
         "## What it shows",
         "",
@@ -453,11 +461,10 @@ def delta_summary(
         "",
         "## Sources",
         "",
-        f"- {PAPER}: Theorem IV.1 (printed formula), eqs. 12-13 (the single-bin model), Table IV, "
-        "Fig. 1.",
-        "- shared/ACCOUNTING.md section 1: the published reference values and the exact "
-        "single-bin values (checked there with 50-80 digit arithmetic); docs/accounting.md: "
-        "the bounds inside `tight` and what each guarantees.",
+        f"- {PAPER}: Theorem IV.1 and eqs. 3-6 (printed formula), eqs. 12-13 (the single-bin "
+        "model), Table IV (published values), Fig. 1.",
+        "- docs/accounting.md: the printed formula and why it is not a guarantee, the bounds "
+        "inside `tight` and what each guarantees.",
         "",
     ]
     return "\n".join(lines)
@@ -468,28 +475,11 @@ def _display_published(cell: Cell, notes: Footnotes) -> str:
     return f"{cell:g}" if isinstance(cell, float) else notes.mark(cell)
 
 
-def _literal_available(results: Sequence[PointResult]) -> bool:
-    return any(isinstance(r.cells[COMPUTED.key], float) for r in results)
-
-
 def delta_findings(
     grid: DeltaGrid, table: Sequence[PointResult], surface: Sequence[PointResult]
 ) -> str:
     """One paragraph computed from the results."""
-    sentences: list[str] = []
-    gaps = []
-    for r in table:
-        published = published_cell(r.n, r.k, r.eps0, r.nx0, r.eps)
-        exact = r.cells[SINGLE_BIN_FORWARD.key]
-        if isinstance(published, float) and isinstance(exact, float) and published > 0:
-            gaps.append((r.eps, orders_of_magnitude(exact, published)))
-    if gaps:
-        sentences.append(
-            "The printed formula's published values (not a valid guarantee) are far below the "
-            "exact delta of the paper's own single-bin model: "
-            + ", ".join(f"{gap:.1f} orders of magnitude at eps = {eps:g}" for eps, gap in gaps)
-            + f" (n = {grid.n}, k = {grid.k}, eps0 = {grid.eps0:g}, n_x0 = {grid.nx0})."
-        )
+    sentences = _literal_findings(grid, table)
     above = [
         orders_of_magnitude(upper, single)
         for r in table
@@ -522,6 +512,41 @@ def delta_findings(
             f"eps = {worst.eps:g}, eps0 = {worst.eps0:g}."
         )
     return " ".join(sentences)
+
+
+def _literal_findings(grid: DeltaGrid, table: Sequence[PointResult]) -> list[str]:
+    """The printed formula against its published values and against the exact single-bin delta
+    of the same model."""
+    sentences: list[str] = []
+    compared = [
+        abs(literal - published) / published
+        for r in table
+        if isinstance(published := published_cell(r.n, r.k, r.eps0, r.nx0, r.eps), float)
+        and isinstance(literal := r.cells[COMPUTED.key], float)
+        and published > 0
+    ]
+    if compared:
+        sentences.append(
+            f"The printed formula evaluated here reproduces the {len(compared)} positive values "
+            f"Table IV publishes on this grid to within {100 * max(compared):.1f} % (they are "
+            "printed to 3 digits), and its zeros exactly."
+        )
+    reference = [
+        (r.eps, orders_of_magnitude(exact, literal))
+        for r in table
+        if (r.n, r.k, r.eps0) == (grid.n, grid.k, grid.eps0)
+        and isinstance(literal := r.cells[COMPUTED.key], float)
+        and isinstance(exact := r.cells[SINGLE_BIN_FORWARD.key], float)
+        and literal > 0
+    ]
+    if reference:
+        sentences.append(
+            "It is not a valid guarantee, not even for the paper's own model: it lies "
+            + ", ".join(f"{gap:.1f} orders of magnitude at eps = {eps:g}" for eps, gap in reference)
+            + " below the exact single-bin H(P0 || P1) "
+            f"(n = {grid.n}, k = {grid.k}, eps0 = {grid.eps0:g}, n_x0 = {grid.nx0})."
+        )
+    return sentences
 
 
 # ---------------------------------------------------------------------------------------------
@@ -567,7 +592,11 @@ def plot_table(path: Path, grid: DeltaGrid, results: Sequence[PointResult]) -> N
                         color=color,
                         label=f"{parameter} = {value}: {what}",
                     )
-            published = PUBLISHED_TABLE_IV.get((n, k, eps0, grid.nx0), {})
+            published = {
+                eps: value
+                for eps, value in PUBLISHED_TABLE_IV.get((n, k, eps0, grid.nx0), {}).items()
+                if value > 0
+            }
             if published:
                 ax.plot(
                     list(published),
@@ -576,8 +605,7 @@ def plot_table(path: Path, grid: DeltaGrid, results: Sequence[PointResult]) -> N
                     marker="X",
                     markersize=9,
                     color="tab:red",
-                    label=f"{parameter} = {value}: printed formula, published "
-                    f"({LABEL_NOT_A_GUARANTEE})",
+                    label=f"{parameter} = {value}: Table IV, published",
                 )
         ax.set_yscale("log")
         ax.set_ylim(top=3.0)  # delta <= 1
@@ -593,6 +621,7 @@ def plot_table(path: Path, grid: DeltaGrid, results: Sequence[PointResult]) -> N
         ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.13), ncol=2)
     fig.suptitle(
         "Table IV grid: valid delta_upper (solid) vs exact single-bin (dashed, informative); "
+        f"X: printed formula as published ({LABEL_NOT_A_GUARANTEE});\n"
         "zeros (eps >= eps0) and values below 1e-300 not drawn"
     )
     fig.savefig(path, dpi=110)
@@ -610,8 +639,6 @@ def plot_surface(path: Path, grid: SurfaceGrid, results: Sequence[PointResult]) 
 
     eps_values = sorted(grid.eps_values)
     eps0_values = sorted(grid.eps0_values)
-    literal = _literal_available(results)
-    right = COMPUTED if literal else SINGLE_BIN
 
     def matrix(column: Column) -> np.ndarray:
         values = np.full((len(eps0_values), len(eps_values)), np.nan)
@@ -621,7 +648,7 @@ def plot_surface(path: Path, grid: SurfaceGrid, results: Sequence[PointResult]) 
                 values[eps0_values.index(r.eps0), eps_values.index(r.eps)] = math.log10(cell)
         return values
 
-    left_values, right_values = matrix(TIGHT_UPPER), matrix(right)
+    left_values, right_values = matrix(TIGHT_UPPER), matrix(COMPUTED)
     finite = np.concatenate([v[np.isfinite(v)] for v in (left_values, right_values)])
     vmax = 0.0
     vmin = max(float(finite.min()) if finite.size else -1.0, -120.0)
@@ -629,10 +656,8 @@ def plot_surface(path: Path, grid: SurfaceGrid, results: Sequence[PointResult]) 
     image = None
     titles = (
         f"valid delta_upper ({LABEL_TIGHT_UPPER})",
-        f"printed formula ({LABEL_NOT_A_GUARANTEE})"
-        if literal
-        else f"exact single-bin, n_x0 = {grid.nx0} ({SHORT_INFORMATIVE});\n"
-        "printed formula not computable here, published values marked",
+        f"printed formula evaluated here, n_x0 = {grid.nx0} ({LABEL_NOT_A_GUARANTEE});\n"
+        "X: values published in Table IV",
     )
     for ax, values, title in zip(axes, (left_values, right_values), titles, strict=True):
         ax.set_facecolor("0.85")  # delta = 0 exactly (or nothing computed)
@@ -652,42 +677,7 @@ def plot_surface(path: Path, grid: SurfaceGrid, results: Sequence[PointResult]) 
         ax.set_xlabel("eps")
         ax.set_title(title, fontsize=9)
     axes[0].set_ylabel("eps0")
-    if not literal:
-        # The published printed values, coloured on the same scale: compare each marker's colour
-        # with the cell under it (the exact value of the same model).
-        marks = [
-            (eps, eps0, value)
-            for (n, k, eps0, nx0), published in PUBLISHED_TABLE_IV.items()
-            if (n, k, nx0) == (grid.n, grid.k, grid.nx0)
-            for eps, value in published.items()
-        ]
-        if marks:
-            axes[1].scatter(
-                [m[0] for m in marks],
-                [m[1] for m in marks],
-                c=[math.log10(m[2]) for m in marks],
-                cmap="magma",
-                vmin=vmin,
-                vmax=vmax,
-                marker="X",
-                s=140,
-                edgecolors="cyan",
-                linewidths=1.2,
-                zorder=3,
-            )
-            listing = "\n".join(
-                f"eps = {eps:g}, eps0 = {eps0:g}: {value:.4g}" for eps, eps0, value in marks
-            )
-            axes[1].text(
-                0.97,
-                0.03,
-                f"X: printed formula, published\n({LABEL_NOT_A_GUARANTEE})\n{listing}",
-                transform=axes[1].transAxes,
-                ha="right",
-                va="bottom",
-                fontsize=7,
-                bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "cyan"},
-            )
+    _mark_published(axes[1], grid, vmin, vmax)
     assert image is not None
     bar = fig.colorbar(image, ax=axes, extend="min")
     bar.set_label("log10 delta (grey: exactly 0)")
@@ -696,3 +686,40 @@ def plot_surface(path: Path, grid: SurfaceGrid, results: Sequence[PointResult]) 
     )
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _mark_published(ax: Any, grid: SurfaceGrid, vmin: float, vmax: float) -> None:
+    """The positive values Table IV publishes at this surface's (n, k, n_x0), coloured on the
+    same scale: each marker's colour should match the cell under it (our evaluation)."""
+    marks = [
+        (eps, eps0, value)
+        for (n, k, eps0, nx0), published in PUBLISHED_TABLE_IV.items()
+        if (n, k, nx0) == (grid.n, grid.k, grid.nx0)
+        for eps, value in published.items()
+        if value > 0 and eps0 in grid.eps0_values and eps in grid.eps_values
+    ]
+    if not marks:
+        return
+    ax.scatter(
+        [m[0] for m in marks],
+        [m[1] for m in marks],
+        c=[math.log10(m[2]) for m in marks],
+        cmap="magma",
+        vmin=vmin,
+        vmax=vmax,
+        marker="X",
+        s=140,
+        edgecolors="cyan",
+        linewidths=1.2,
+        zorder=3,
+    )
+    ax.text(
+        0.97,
+        0.03,
+        f"X: values published in Table IV\n({LABEL_NOT_A_GUARANTEE})",
+        transform=ax.transAxes,
+        ha="right",
+        va="bottom",
+        fontsize=7,
+        bbox={"facecolor": "white", "alpha": 0.85, "edgecolor": "cyan"},
+    )
