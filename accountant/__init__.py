@@ -32,6 +32,7 @@ from .inversion import EpsResult, calibrate_eps0, eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
 from .registry import BOUND_NAMES, make_bound, needs_nx0
+from .renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
 from .tight import Tight
 
 if TYPE_CHECKING:
@@ -66,6 +67,7 @@ __all__ = [
     "InvalidParameterError",
     "KRRClones",
     "OutsideConditionsError",
+    "RenyiGirgis",
     "ShuffledKRR",
     "SingleBin",
     "StrongAdversary",
@@ -74,10 +76,12 @@ __all__ = [
     "WangKRR",
     "calibrate_eps0",
     "compose",
+    "compose_rdp",
     "compose_rounds",
     "eps_for_delta",
     "hockey_stick",
     "hockey_stick_both",
     "make_bound",
     "needs_nx0",
+    "rdp_epsilon",
 ]
