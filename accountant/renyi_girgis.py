@@ -85,31 +85,43 @@ def rdp_epsilon(n: int, eps0: float, order: int) -> float:
 
     Log space: each term of the sum inside the log is formed as a logarithm (gammaln for the
     binomials and Gamma(i/2)), and the result is log1p(sum) / (lambda - 1), so small values keep
-    full relative precision. Safe-side rounding: the float error of each log-term is below
-    64 ulp of the magnitude of its parts; the sum is raised by exp(1e-13 * (1 + that magnitude))
-    (orders of magnitude above the error) before log1p, and the result is rounded up by 1e-13
-    relative, so the returned value is >= the exact value of eq. 5.
+    full relative precision. Safe-side rounding: each log-term's float error is a few ulp of the
+    magnitudes of the parts it is formed from; each is raised by 1e-13 (about 450 ulp) times
+    1 + those magnitudes, and the result by 1e-13 relative, so the returned value is >= the
+    exact value of eq. 5.
     """
     check_conditions(n, eps0, order)
     lam = int(order)
-    nb = nbar(n, float(eps0))
-    last = eps0 * lam - (n - 1) * math.exp(-eps0) / 8.0
-    log_terms = [last]
-    scale = abs(eps0 * lam) + abs((n - 1) * math.exp(-eps0) / 8.0)
+    log_nb = math.log(nbar(n, float(eps0)))
+    tail = (n - 1) * math.exp(-eps0) / 8.0
+    log_terms = np.array([eps0 * lam - tail + _ULP_SLACK * (1.0 + eps0 * lam + tail)])
     if eps0 > 0:
-        log_nb = math.log(nb)
-        log_c2 = math.log(lam * (lam - 1) / 2.0)
-        log_terms.append(log_c2 + 2.0 * _log_expm1(eps0) - eps0 - log_nb)
-        if lam >= 3:
-            i = np.arange(3, lam + 1, dtype=np.float64)
-            b = 2.0 * _log_expm1(2.0 * eps0) - math.log(2.0) - 2.0 * eps0 - log_nb
-            log_binom = gammaln(lam + 1.0) - gammaln(i + 1.0) - gammaln(lam - i + 1.0)
-            parts = log_binom + np.log(i) + gammaln(i / 2.0) + (i / 2.0) * b
-            log_terms.extend(parts.tolist())
-            scale = max(scale, 3.0 * gammaln(lam + 1.0) + lam * (abs(b) + math.log(lam) + 1.0))
-    lse = float(logsumexp(log_terms)) + _ULP_SLACK * (1.0 + scale)
+        parts2 = (math.log(lam * (lam - 1) / 2.0), 2.0 * _log_expm1(eps0), -eps0, -log_nb)
+        term2 = sum(parts2) + _ULP_SLACK * (1.0 + sum(map(abs, parts2)))
+        log_terms = np.concatenate([log_terms, [term2], _log_terms_from_3(lam, eps0, log_nb)])
+    lse = float(logsumexp(log_terms))
     total = math.log1p(math.exp(lse)) if lse < 30.0 else lse + math.log1p(math.exp(-lse))
     return total / (lam - 1) * (1.0 + _ULP_SLACK)
+
+
+def _log_terms_from_3(lam: int, eps0: float, log_nb: float) -> FloatArray:
+    """log of C(lam, i) i Gamma(i/2) b^(i/2), i = 3..lam, each raised by its error allowance."""
+    if lam < 3:
+        return np.empty(0)
+    i = np.arange(3, lam + 1, dtype=np.float64)
+    b_parts = (2.0 * _log_expm1(2.0 * eps0), -math.log(2.0), -2.0 * eps0, -log_nb)
+    log_b, mag_b = sum(b_parts), sum(map(abs, b_parts))
+    pieces = (
+        np.full_like(i, gammaln(lam + 1.0)),
+        -gammaln(i + 1.0),
+        -gammaln(lam - i + 1.0),
+        np.log(i),
+        gammaln(i / 2.0),
+        (i / 2.0) * log_b,
+    )
+    magnitude = sum(np.abs(p) for p in pieces) + (i / 2.0) * mag_b
+    result: FloatArray = sum(pieces) + _ULP_SLACK * (1.0 + magnitude)
+    return result
 
 
 @functools.lru_cache(maxsize=256)
@@ -125,16 +137,19 @@ def rdp_curve(n: int, eps0: float) -> tuple[FloatArray, FloatArray]:
 
 def delta_from_rdp(orders: FloatArray, rdp: FloatArray, eps: float) -> tuple[float, int]:
     """(delta, best order) at eps from an RDP curve: dp-accounting's compute_delta (Lemma 2.1
-    with the KL bound), rounded up: its float error is a few ulp of (order (rdp + eps + 1)) in
-    log delta, covered by the 1e-13 relative slack on that magnitude."""
+    with the KL bound), rounded up. Its float error in log delta is a few ulp of
+    order (rdp + eps + 1) where Lemma 2.1 wins and of rdp where the (eps-free) KL bound wins;
+    the slack is 1e-13 times that magnitude, with eps left out in the KL case so that the
+    result stays non-increasing in eps."""
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib  # lazy: ~1 s import
 
     eps = require_eps(eps)
     delta, order = rdp_lib.compute_delta(orders, rdp, eps)
     r = float(rdp[int(np.argmax(orders == order))])
-    slack = _ULP_SLACK * (1.0 + order * (abs(r) + eps + 1.0) + math.log(order))
+    kl_branch = r > 0 and delta >= math.sqrt(-math.expm1(-r)) * (1.0 - 1e-15)
+    magnitude = order * (abs(r) + 1.0) + math.log(order) + (0.0 if kl_branch else order * eps)
     # A delta below the smallest double underflows to 0: report that double (safe side).
-    value = max(float(delta) * math.exp(slack), math.ulp(0.0))
+    value = max(float(delta) * math.exp(_ULP_SLACK * (1.0 + magnitude)), math.ulp(0.0))
     return min(1.0, value), int(order)
 
 
