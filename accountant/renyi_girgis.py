@@ -44,7 +44,7 @@ from .pairs import Bracket
 
 #: Orders over which the conversion minimises: every integer 2..256, then 2^9 .. 2^16. Larger
 #: orders only help when the last term exp(eps0 lambda - (n-1)/(8E)) is still small, i.e. for
-#: n above about 8 e^eps0 eps0 lambda (n ~ 1e6 at eps0 = 1 for lambda = 65536).
+#: n above about 8 e^eps0 eps0 lambda (n ~ 1.4e6 at eps0 = 1 for lambda = 65536).
 ORDERS: tuple[int, ...] = (*range(2, 257), *(2**j for j in range(9, 17)))
 
 #: Relative slack on every rounded quantity, far above the float errors it covers (see below).
@@ -71,7 +71,7 @@ def nbar(n: int, eps0: float) -> int:
     x = (n - 1) * math.exp(-eps0) / 2.0  # exact for eps0 = 0, else within 3 ulp
     m = math.floor(x)
     if eps0 > 0 and m >= 1 and x - m <= 1e-12 * x:
-        m -= 1  # x may be a hair below the integer m: take the smaller candidate
+        m -= 1  # the exact value may lie just below the integer m: take the smaller floor
     return m + 1
 
 
