@@ -31,6 +31,7 @@ from .inversion import EpsResult, calibrate_eps0, eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
 from .registry import BOUND_NAMES, make_bound, needs_nx0
+from .renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
 from .tight import Tight
 
 if TYPE_CHECKING:
@@ -64,6 +65,7 @@ __all__ = [
     "InvalidParameterError",
     "KRRClones",
     "OutsideConditionsError",
+    "RenyiGirgis",
     "ShuffledKRR",
     "SingleBin",
     "StrongAdversary",
@@ -72,10 +74,12 @@ __all__ = [
     "WangKRR",
     "calibrate_eps0",
     "compose",
+    "compose_rdp",
     "compose_rounds",
     "eps_for_delta",
     "hockey_stick",
     "hockey_stick_both",
     "make_bound",
     "needs_nx0",
+    "rdp_epsilon",
 ]

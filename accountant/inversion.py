@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 
 from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideConditionsError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
+from .renyi_girgis import RenyiGirgis
 from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
@@ -109,7 +110,7 @@ def _illinois(
 def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
     """The eps at which ``bound`` meets ``delta``, rounded to the bound's safe side."""
     delta = require_delta(delta)
-    if isinstance(bound, Erlingsson | BlanketAnalytic):
+    if isinstance(bound, Erlingsson | BlanketAnalytic | RenyiGirgis):
         value = bound.eps_for(mech, delta)
         return EpsResult(
             bound=bound.name,

@@ -17,6 +17,7 @@ from .bounds import (
     WangKRR,
 )
 from .mechanism import InvalidParameterError
+from .renyi_girgis import RenyiGirgis
 from .tight import Tight
 
 _NEEDS_NX0 = {"single-bin", "biswas-literal"}
@@ -30,6 +31,7 @@ _FACTORIES: dict[str, Callable[[int | None], Bound]] = {
     "all-others-x0": lambda _: AllOthersX0(),
     "erlingsson": lambda _: Erlingsson(),
     "blanket-analytic": lambda _: BlanketAnalytic(),
+    "renyi-girgis": lambda _: RenyiGirgis(),
     "single-bin": lambda nx0: SingleBin(_nx0(nx0, "single-bin")),
     "biswas-literal": lambda nx0: BiswasLiteral(_nx0(nx0, "biswas-literal")),
 }
