@@ -9,16 +9,16 @@ G takes at most four values g_1 > 0 >= g_2, g_3, g_4 with probabilities p_1..p_4
 Method. Write T = N_1 + N_2 ~ Bin(n, p_1 + p_2). Given T, J = N_1 ~ Bin(T, p_1 / (p_1 + p_2))
 and R = N_3 ~ Bin(n - T, p_3 / (p_3 + p_4)) are independent and
 
-    S = alpha J + beta R + c_T,  alpha = g_1 - g_2 > 0,  beta = g_3 - g_4 < 0 (labels chosen so),
-    c_T = g_2 T + g_4 (n - T).
+    S = s_J + beta R,  s_J = g_1 J + g_2 (T - J) + g_4 (n - T),  beta = g_3 - g_4 < 0 (labels
+    chosen so; beta = 0 means S does not depend on R).
 
-So S > 0 iff R < y_J = (alpha J + c_T) / |beta| and E[S_+ | T, J] = |beta| f(y_J) with
+So S > 0 iff R < y_J = s_J / |beta| and E[S_+ | T, J] = |beta| f(y_J) with
 f(y) = sum_{r <= y} P(R = r) (y - r) = (y - m) A(m) + B(m), m = floor(y), A the CDF of R and
 B(m) = sum_{r < m} A(r). A and B are running sums of non-negative numbers (no cancellation), and
 one pass over each row gives every f(y_J): the work per T is linear in the windows of J and R.
 
 Windows. Most of E[S_+] lives where S is near 0, far in the tails of the untilted law. With the
-exponential tilt theta > 0 (sum p_j g_j e^(theta g_j) = 0, floored at 1 / sd(S)), the bound
+exponential tilt theta > 0 (sum p_j g_j e^(theta g_j) = 0, floored at 1e-3 / sd(S)), the bound
 s_+ <= e^(theta s) / (e theta) gives, for any set W of counts,
 
     E[S_+ 1{(T, J, R) outside W}] <= M(theta)^n / (e theta) * P_theta(outside W),
@@ -132,14 +132,16 @@ def _setup(n: int, atoms: list[Atom]) -> _Setup:
 def _tilt(
     n: int, g: tuple[float, ...], p: tuple[float, ...]
 ) -> tuple[float, float, tuple[float, ...]]:
-    """theta = max(root of sum p_j g_j e^(theta g_j), 1 / sd(S)), log M(theta) and the tilted
+    """theta = max(root of sum p_j g_j e^(theta g_j), 1e-3 / sd(S)), log M(theta) and the tilted
     probabilities. Bisection on the log of the positive over the negative part (increasing)."""
     gv = np.asarray(g)
     with np.errstate(divide="ignore"):
         lp = np.log(np.asarray(p))
     mean = float(np.sum(np.asarray(p) * gv))
     var = float(np.sum(np.asarray(p) * gv * gv)) - mean * mean
-    floor = 1.0 / math.sqrt(max(n * var, 1e-300))
+    # A small floor keeps 1 / (e theta) of the dropped-mass bound finite as eps -> 0 (the root
+    # -> 0); 1e-3 / sd(S) leaves the tilt negligible there and never exceeds a real root by much.
+    floor = 1e-3 / math.sqrt(max(n * var, 1e-300))
 
     def balance(theta: float) -> float:
         terms = lp + theta * gv
@@ -172,12 +174,12 @@ def _tilt(
 def _estimated_cells(n: int, tilted: tuple[float, ...], sigmas: float) -> float:
     q12 = tilted[0] + tilted[1]
     t_mean = n * q12
-    w_t = min(n + 1.0, 2.0 * sigmas * math.sqrt(n * q12 * (1.0 - q12)) + 7.0)
+    w_t = min(n + 1.0, 2.0 * sigmas * math.sqrt(max(n * q12 * (1.0 - q12), 0.0)) + 7.0)
     q1 = tilted[0] / q12 if q12 > 0 else 1.0
     q3 = tilted[2] / (tilted[2] + tilted[3]) if tilted[2] + tilted[3] > 0 else 0.0
-    w_j = min(t_mean + 1.0, 2.0 * sigmas * math.sqrt(t_mean * q1 * (1.0 - q1)) + 7.0)
+    w_j = min(t_mean + 1.0, 2.0 * sigmas * math.sqrt(max(t_mean * q1 * (1.0 - q1), 0.0)) + 7.0)
     r_mean = n - t_mean
-    w_r = min(r_mean + 1.0, 2.0 * sigmas * math.sqrt(r_mean * q3 * (1.0 - q3)) + 7.0)
+    w_r = min(r_mean + 1.0, 2.0 * sigmas * math.sqrt(max(r_mean * q3 * (1.0 - q3), 0.0)) + 7.0)
     return w_t * (w_j + w_r)
 
 
@@ -238,8 +240,8 @@ def _evaluate(n: int, s: _Setup, sigmas: float) -> tuple[Bracket, float]:
     log_dropped = n * s.log_mgf - 1.0 - math.log(s.theta) + log_out
     factor = s.scale / n
     value = math.exp(log_value) if log_value > -math.inf else 0.0
-    err = math.exp(log_err) if log_err > -math.inf else 0.0
-    dropped = math.exp(log_dropped) if log_dropped > -math.inf else 0.0
+    err = math.exp(min(log_err, 700.0)) if log_err > -math.inf else 0.0
+    dropped = math.exp(min(log_dropped, 700.0)) if log_dropped > -math.inf else 0.0
     # The final products and sums round by a few ulp: widen by 8 ulp both ways.
     lower = max(0.0, (value - err) * factor * (1.0 - 8 * _ULP))
     upper = min(1.0, (value + err + dropped) * factor * (1.0 + 8 * _ULP))
@@ -268,7 +270,7 @@ def _block(
     brings the sum back: E[S_+] = M(theta)^n E_theta[S_+ e^(-theta S)].
     """
     g1, g2, g3, g4 = s.g
-    alpha, beta = g1 - g2, g3 - g4
+    beta = g3 - g4
     log_wt = log_binom_pmf(t, n, *laws.t12)
     j_lo, j_w = _window(t, laws.t1, sigmas)
     r_trials = n - t
@@ -282,17 +284,22 @@ def _block(
     m_r = _row_max(log_pr)
     pj = np.exp(log_pj - m_j[:, None])
     pr = np.exp(log_pr - m_r[:, None])
-    c_t = g2 * t + g4 * r_trials
+    # The part of S that does not depend on R, as a sum of products (not (g1 - g2) J + g2 T:
+    # g1 - g2 can round g1 away when g1 << |g2|, e.g. at large eps0).
+    s_jt = g1 * j + g2 * (t[:, None] - j) + g4 * r_trials[:, None]
+    # Its rounding: a few ulp of the magnitudes added.
+    s_round = 4.0 * _ULP * (abs(g1) * j + abs(g2) * (t[:, None] - j) + abs(g4) * r_trials[:, None])
     eta = COEF_RELERR + 4.0 * _ULP
     # |dS| <= eta sum |g_j| N_j <= eta (|g1| J + |g2| (T - J) + max(|g3|, |g4|) (n - T)).
     ds = eta * (
         abs(g1) * j + abs(g2) * (t[:, None] - j) + max(abs(g3), abs(g4)) * r_trials[:, None]
     )
     if beta < 0.0:
-        row, row_err = _rows_with_r(j, r_lo, pj, pr, alpha, -beta, c_t, ds, s.theta)
+        row, row_err = _rows_with_r(r_lo, pj, pr, -beta, s_jt, s_round + ds, s.theta)
         log_scale = math.log(-beta)
     else:  # g_3 == g_4: S does not depend on R (and the R window sums to its mass)
-        s_val = alpha * j + c_t[:, None]
+        s_val = s_jt
+        ds = ds + s_round
         weight = np.exp(-s.theta * np.maximum(s_val, 0.0))
         mass = np.sum(pr, axis=1)[:, None]
         row = np.sum(pj * mass * np.maximum(s_val, 0.0) * weight, axis=1)
@@ -311,13 +318,11 @@ def _block(
 
 
 def _rows_with_r(
-    j: FloatArray,
     r_lo: FloatArray,
     pj: FloatArray,
     pr: FloatArray,
-    alpha: float,
     abs_beta: float,
-    c_t: FloatArray,
+    s_jt: FloatArray,
     ds: FloatArray,
     theta: float,
 ) -> tuple[FloatArray, FloatArray]:
@@ -336,9 +341,9 @@ def _rows_with_r(
     u = lfilter([1.0], [1.0, -decay], pr, axis=1)
     u_prev = np.concatenate([np.zeros((pr.shape[0], 1)), u[:, :-1]], axis=1)
     v = lfilter([1.0], [1.0, -decay], decay * u_prev, axis=1)
-    y = (alpha * j + c_t[:, None]) / abs_beta
-    # y's own rounding (a few ulp of the terms added) plus the atoms' error, in units of R.
-    dy = 4.0 * _ULP * (alpha * np.abs(j) + np.abs(c_t)[:, None]) / abs_beta + ds / abs_beta
+    y = s_jt / abs_beta
+    # S's error bound ds (rounding and atoms), in units of R, plus the division's rounding.
+    dy = ds / abs_beta + 2.0 * _ULP * np.abs(y)
     last = pr.shape[1] - 1
     idx = np.clip(np.floor(y) - r_lo[:, None], -1, last).astype(np.int64)
     safe = np.maximum(idx, 0)
@@ -347,14 +352,18 @@ def _rows_with_r(
     d = y - (r_lo[:, None] + safe)
     with np.errstate(over="ignore", invalid="ignore"):  # rows with idx = -1 are discarded
         f = np.where(idx >= 0, np.exp(-lam * d) * (d * u_at + v_at), 0.0)
-    # h(y) = sum_{r < y} p(r) (y - r) e^(-lam (y - r)) has |h'(y)| <= sum_{r < y} p(r)
-    # (1 + lam (y - r)) e^(-lam (y - r)) <= (1 + lam) U(m) + lam V(m) on [m, m + 1): the error of
-    # a shift by dy (< 1 here) is at most dy times that at m = floor(y + dy).
+    # h(y) = sum_{r < y} p(r) (y - r) e^(-lam (y - r)) has |h'(y')| <= e^(-lam d') ((1 + lam d')
+    # U(m') + lam V(m')) at y' = m' + d'. Over [y - dy, y + dy] (dy < 1 here) that is at most
+    # e^(-lam d_lo) ((1 + lam (d_lo + 2 dy)) U(m_up) + lam V(m_up)), m_up = floor(y + dy) and
+    # d_lo = max(y - dy - m_up, 0): the error of the shift is at most dy times that.
     up = np.clip(np.floor(y + dy) - r_lo[:, None], -1, last).astype(np.int64)
     up_safe = np.maximum(up, 0)
     u_up = np.take_along_axis(u, up_safe, axis=1)
     v_up = np.take_along_axis(v, up_safe, axis=1)
-    slope = np.where(up >= 0, (1.0 + lam) * u_up + lam * v_up, 0.0)
+    d_lo = np.maximum(y - dy - (r_lo[:, None] + up_safe), 0.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        slope = np.exp(-lam * d_lo) * ((1.0 + lam * (d_lo + 2.0 * dy)) * u_up + lam * v_up)
+    slope = np.where(up >= 0, slope, 0.0)
     return np.sum(pj * f, axis=1), np.sum(pj * dy * slope, axis=1)
 
 

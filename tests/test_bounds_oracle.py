@@ -201,8 +201,8 @@ def test_all_others_x0_is_that_datasets_exact_delta(
 
 
 def test_tight_lower_reaches_the_worst_case_at_the_published_counterexample() -> None:
-    """n=4, k=3, eps0=0.5, eps=0.3: the worst dataset is 'all others hold x0' (0.0124612), which
+    """n=4, k=3, eps0=0.5, eps=0.3: the worst dataset is 'all others hold x0' (0.0124612, F(n - 1)), which
     the lower side now computes exactly, so the bracket's lower end is the truth."""
     result = Tight().delta(ShuffledKRR(n=4, k=3, eps0=0.5), 0.3)
     assert result.delta_lower == pytest.approx(true_delta(4, 3, 0.5, 0.3), rel=1e-9)
-    assert result.extra["lower_from"] == "all-others-x0"
+    assert result.extra["lower_from"] == "family-f(a=3)"  # F(n - 1): all others hold x0

@@ -335,10 +335,16 @@ def _lower_family_truths(mech: ShuffledKRR, eps: float) -> list[tuple[Bound, Mpf
     n, k, eps0 = mech.n, mech.k, mech.eps0
     out: list[tuple[Bound, Mpf]] = []
     for member in Tight().lower_bounds(mech):
-        if isinstance(member, WangKRR):
-            ref = ref_two_count(n, k, eps0, "wang", eps)
-        elif isinstance(member, AllOthersX0):
+        a = getattr(member, "a", None)
+        if a is not None and k == 2:  # F(a) is the single-bin model with nx0 = a
+            d01, d10 = ref_single_bin(n, k, eps0, a, eps)
+            ref = (max(d01[0], d10[0]), max(d01[1], d10[1]))
+        elif a == n - 1:  # F(n - 1): every other user holds x0
             ref = ref_two_count(n, k, eps0, "x0", eps)
+        elif a == 0:  # F(0): its (N_x0, N_x1) counts (wang-krr), a lower value of its delta
+            ref = ref_two_count(n, k, eps0, "wang", eps)
+        elif a is not None:
+            continue  # intermediate a (n <= 60): no reference here (tests/oracle_float.py)
         else:
             assert isinstance(member, SingleBin)
             d01, d10 = ref_single_bin(n, k, eps0, member.nx0, eps)
