@@ -12,6 +12,7 @@ See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 
 from typing import TYPE_CHECKING, Any
 
+from .blanket import BlanketPair, OptimalBlanket
 from .bounds import (
     AllOthersX0,
     BiswasLiteral,
@@ -27,6 +28,7 @@ from .bounds import (
     StrongAdversary,
     WangKRR,
 )
+from .family import FamilyF
 from .inversion import EpsResult, calibrate_eps0, eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR
 from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
@@ -53,6 +55,7 @@ __all__ = [
     "AllOthersX0",
     "BiswasLiteral",
     "BlanketAnalytic",
+    "BlanketPair",
     "Bound",
     "BoundKind",
     "Bracket",
@@ -62,8 +65,10 @@ __all__ = [
     "DeltaResult",
     "EpsResult",
     "Erlingsson",
+    "FamilyF",
     "InvalidParameterError",
     "KRRClones",
+    "OptimalBlanket",
     "OutsideConditionsError",
     "RenyiGirgis",
     "ShuffledKRR",

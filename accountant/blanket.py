@@ -26,9 +26,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from .bounds import Bound, BoundKind, OutsideConditionsError
 from .gsum import Atom, TooLargeError, mean_positive_part
 from .mechanism import ShuffledKRR
+from .numerics import FloatArray, IntArray, binomial_window, log_binom_pmf, log_sum
 from .pairs import Bracket
 
 #: Largest eps0 at which k-RR's probabilities are representable: pb = e^-eps0 / (1 + (k-1) e^-eps0)
@@ -94,3 +97,91 @@ class OptimalBlanket(Bound):
             return scaled_mean_positive_part(mech, eps, blanket_atoms(mech, eps))
         except TooLargeError as exc:
             raise OutsideConditionsError(f"optimal-blanket: {exc}") from None
+
+    def pair(self, mech: ShuffledKRR) -> BlanketPair:
+        """The dominating pair (for composition); OutsideConditionsError if too many outcomes."""
+        return BlanketPair(mech)
+
+
+#: Most outcomes a listed blanket pair may have (composition builds a privacy-loss distribution
+#: from them: about 1 s per million); beyond it the pair refuses and composition uses krr-clones.
+MAX_PAIR_OUTCOMES = 6_000_000
+#: Depth (nats below each law's mode) of the listed outcomes; the mass left out counts as
+#: infinite loss in the privacy-loss distribution.
+PAIR_DEPTH = 30.0
+
+
+class BlanketPair:
+    """The dominating pair behind ``optimal-blanket`` (module docstring, step 2), as outcomes.
+
+    Y's sufficient statistic is (M, s, h0): M - 1 ~ Bin(n - 1, gamma) blanket reports plus u's,
+    s ~ Bin(M, 2/k) of the M on {x0, x1} (both datasets give them the same law), h0 ~ Bin(s, 1/2)
+    on x0 under the uniform reference; then P = reference * ((E0 - 1) h0 + M) gamma / M and Q the
+    same with h1 = s - h0 (step 3). Its hockey-stick divergence is the optimal-blanket value at
+    every eps, and it is symmetric (swapping h0 and h1 maps P to Q).
+    """
+
+    def __init__(self, mech: ShuffledKRR) -> None:
+        require_eps0_in_range(mech)
+        self.mech = mech
+        count = self.outcome_count()
+        if count > MAX_PAIR_OUTCOMES:
+            raise OutsideConditionsError(
+                f"optimal-blanket's pair has about {count:.2g} outcomes at n={mech.n} "
+                f"(composition lists at most {MAX_PAIR_OUTCOMES:.0e})"
+            )
+
+    def _gamma(self) -> tuple[float, float]:
+        """(gamma, 1 - gamma) = (k pb, pt - pb), without subtraction."""
+        return self.mech.k * self.mech.pb_precise, self.mech.pt_minus_pb
+
+    def outcome_count(self) -> float:
+        gamma, _ = self._gamma()
+        q = 2.0 / self.mech.k
+        m = 1.0 + (self.mech.n - 1) * gamma
+        spread = 2.0 * math.sqrt(2.0 * PAIR_DEPTH) + 2.0
+        w_m = min(self.mech.n, spread * math.sqrt((self.mech.n - 1) * gamma * (1 - gamma)) + 3)
+        w_s = min(m + 1, spread * math.sqrt(m * q * (1 - q)) + 3)
+        w_h = min(m * q + 1, spread * math.sqrt(m * q) / 2 + 3)
+        return w_m * w_s * w_h
+
+    def outcome_log_pmfs(self) -> tuple[FloatArray, FloatArray, float]:
+        """(log P, log Q) over the listed outcomes and a bound on the mass left out (under either
+        law; the windows are symmetric in h0 and h1, so both keep the same mass)."""
+        mech = self.mech
+        gamma, gamma_c = self._gamma()
+        lo, hi, _ = binomial_window(mech.n - 1, gamma, depth=PAIR_DEPTH, qc=gamma_c)
+        m = np.arange(lo, hi + 1, dtype=np.float64) + 1.0
+        log_w = log_binom_pmf(m - 1.0, mech.n - 1, gamma, gamma_c)
+        q_s = 2.0 / mech.k
+        index, s, log_s = _children(m, q_s, (mech.k - 2) / mech.k)
+        m, log_w = m[index], log_w[index] + log_s
+        index, h0, log_h = _children(s, 0.5, 0.5)
+        m, s, log_w = m[index], s[index], log_w[index] + log_h
+        e0m1 = math.expm1(mech.eps0)
+        # gamma / M ((E0 - 1) h + M): u's report among the M, weighted by k-RR (step 3).
+        base = log_w + math.log(gamma) - np.log(m)
+        log_p = base + np.log(e0m1 * h0 + m)
+        log_q = base + np.log(e0m1 * (s - h0) + m)
+        kept = min(float(np.exp(log_sum(log_p))), float(np.exp(log_sum(log_q))))
+        # 1e-12 covers the rounding of the kept mass (millions of terms, a few ulp each).
+        return log_p, log_q, max(1.0 - kept, 0.0) + 1e-12
+
+
+def _children(trials: FloatArray, q: float, qc: float) -> tuple[IntArray, FloatArray, FloatArray]:
+    """For each parent with ``trials`` trials, the values of Bin(trials, q) within PAIR_DEPTH
+    nats of its mode (a window symmetric about trials q when q = 1/2): (parent index, value,
+    log pmf), flattened."""
+    sd = np.sqrt(trials * q * qc)
+    half = np.ceil(math.sqrt(2.0 * PAIR_DEPTH) * sd + 2.0)
+    centre = trials * q
+    lo = np.maximum(np.floor(centre - half), 0.0)
+    hi = np.minimum(np.ceil(centre + half), trials)
+    if q == 0.5:  # symmetric: h0 in the window iff s - h0 is
+        lo = np.maximum(lo, trials - hi)
+        hi = trials - lo
+    counts = (hi - lo + 1.0).astype(np.int64)
+    index: IntArray = np.repeat(np.arange(trials.size, dtype=np.int64), counts)
+    offsets = np.arange(index.size) - np.repeat(np.cumsum(counts) - counts, counts)
+    values: FloatArray = (lo[index] + offsets).astype(np.float64)
+    return index, values, log_binom_pmf(values, trials[index], q, qc)

@@ -7,6 +7,7 @@ import json
 import math
 from typing import Any
 
+from .blanket import OptimalBlanket
 from .bounds import (
     Bound,
     BoundKind,
@@ -115,18 +116,20 @@ def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> 
 
 
 def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
-    from .composition import compose  # lazy: dp_accounting takes ~0.9 s to import
+    from .composition import PairSource, compose  # lazy: dp_accounting takes ~0.9 s to import
 
     if isinstance(bound, RenyiGirgis):
         return _rdp_compose_row(bound, mech, args)
+    members: list[PairSource] | None
     if isinstance(bound, Tight):
         members = None
-    elif isinstance(bound, CloneFormBound):
+    elif isinstance(bound, CloneFormBound | OptimalBlanket):
         members = [bound]
     else:
         raise InvalidParameterError(
-            f"--rounds needs a bound with a dominating pair (tight, strong-adversary, clones, "
-            f"krr-clones) or an RDP bound (renyi-girgis); {bound.name} is {bound.kind}"
+            f"--rounds needs a bound with a dominating pair (tight, optimal-blanket, "
+            f"strong-adversary, clones, krr-clones) or an RDP bound (renyi-girgis); {bound.name} "
+            f"is {bound.kind}"
         )
     result = compose(mech, args.rounds, eps=args.eps, delta=args.delta, bounds=members)
     row: dict[str, Any] = {
@@ -204,5 +207,9 @@ def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.N
                 f"single-bin directions: delta(x0||x1)={format_value(row['delta_x0_over_x1'])} "
                 f"delta(x1||x0)={format_value(row['delta_x1_over_x0'])}"
             )
+        if "pair" in row and "rounds" in row:
+            print(f"composed over {row['rounds']} rounds with the {row['pair']} pair")
+        if "upper_skipped" in row:
+            print(f"skipped: {row['upper_skipped']}")
         if "upper_from" in row:
             print(f"tight: upper from {row['upper_from']}, lower from {row['lower_from']}")

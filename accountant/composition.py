@@ -8,7 +8,7 @@ their composed delta (each is valid, so the smallest is too).
 The PLD is built pessimistically: losses rounded up to the discretization grid, everything left
 out of the outcome list counted as infinite loss. Both directions are built explicitly and passed
 with ``symmetric=False``: dp-accounting's default ``symmetric=True`` keeps one direction only,
-which under-reports delta for asymmetric pairs (ACCOUNTING.md section 6).
+which under-reports delta for asymmetric pairs (docs/accounting.md, Composition).
 
 Rounds with different n (a user's history in ``shuffledp stream``): :func:`compose_rounds`,
 one PLD per round and family, composed with dp-accounting. :class:`FastPLD` is the same
@@ -20,15 +20,56 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import signal
 
-from .bounds import UPPER_BOUNDS, CloneFormBound
+from .blanket import OptimalBlanket
+from .bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
 from .numerics import FloatArray
+
+
+class ListedPair(Protocol):
+    """A dominating pair given as outcomes: (log P, log Q, mass left out)."""
+
+    def outcome_log_pmfs(self) -> tuple[FloatArray, FloatArray, float]: ...
+
+
+class PairSource(Protocol):
+    """A bound whose value is the divergence of a dominating pair (for every eps at once)."""
+
+    name: str
+
+    def pair(self, mech: ShuffledKRR) -> ListedPair: ...
+
+
+class BlanketFamily:
+    """optimal-blanket's dominating pair where it can be listed (blanket.MAX_PAIR_OUTCOMES), the
+    krr-clones pair for the other rounds: each round's pair dominates that round, so their
+    composition dominates the rounds' composition. ``fallback_rounds`` counts the latter."""
+
+    name = "optimal-blanket"
+
+    def __init__(self) -> None:
+        self.fallback_rounds = 0
+
+    def pair(self, mech: ShuffledKRR) -> ListedPair:
+        try:
+            return OptimalBlanket().pair(mech)
+        except OutsideConditionsError:
+            self.fallback_rounds += 1
+            return KRRClones().pair(mech)
+
+
+def default_families() -> list[PairSource]:
+    """The dominating pairs composed by default: optimal-blanket's (krr-clones' where it is too
+    large to list) and those of strong-adversary, clones and krr-clones."""
+    return [BlanketFamily(), *(cls() for cls in UPPER_BOUNDS)]
+
 
 #: Default width of the privacy-loss grid (dp-accounting's default too).
 DISCRETIZATION = 1e-4
@@ -114,7 +155,7 @@ def _rounded_loss_pmf(
 
 
 def pair_pld(
-    bound: CloneFormBound,
+    bound: PairSource,
     mech: ShuffledKRR,
     discretization: float = DISCRETIZATION,
     *,
@@ -131,7 +172,7 @@ def compose(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: list[CloneFormBound] | None = None,
+    bounds: list[PairSource] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee after ``rounds`` rounds: delta at ``eps`` or eps at ``delta`` (one of them).
@@ -145,10 +186,15 @@ def compose(
         raise InvalidParameterError("give exactly one of eps and delta")
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = bounds if bounds is not None else [cls() for cls in UPPER_BOUNDS]
+    members = bounds if bounds is not None else default_families()
     best: ComposedResult | None = None
     for member in members:
-        pld = pair_pld(member, mech, discretization)
+        if isinstance(member, BlanketFamily):  # one round size: its fallback is krr-clones itself
+            member = OptimalBlanket()
+        try:
+            pld = pair_pld(member, mech, discretization)
+        except OutsideConditionsError:
+            continue  # optimal-blanket's pair too large to list: the others remain valid
         composed = pld.self_compose(rounds) if rounds > 1 else pld
         if eps is not None:
             eps_v = require_eps(eps)
@@ -340,7 +386,7 @@ def compose_family(a: FamilyPLD, b: FamilyPLD) -> FamilyPLD:
 
 
 def pair_fast_pld(
-    bound: CloneFormBound, mech: ShuffledKRR, discretization: float = DISCRETIZATION
+    bound: PairSource, mech: ShuffledKRR, discretization: float = DISCRETIZATION
 ) -> FastPLD:
     """:func:`pair_pld` as a :class:`FastPLD` (same values)."""
     log_p, log_q, dropped = bound.pair(mech).outcome_log_pmfs()
@@ -367,7 +413,7 @@ def compose_rounds(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: Sequence[CloneFormBound] | None = None,
+    bounds: Sequence[PairSource] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee of a sequence of rounds with different n (a user's history in a stream):
@@ -403,7 +449,7 @@ def compose_rounds(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = list(bounds) if bounds is not None else [cls() for cls in UPPER_BOUNDS]
+    members = list(bounds) if bounds is not None else default_families()
     if not members:
         raise InvalidParameterError("bounds must hold at least one bound")
     best: ComposedResult | None = None
@@ -420,16 +466,17 @@ def compose_rounds(
                 composed = compose_or_saturate(composed, cache[mech])
                 if composed is None:
                     break  # saturated: delta = 1 whatever follows
+        name = member.name
+        if isinstance(member, BlanketFamily) and member.fallback_rounds:
+            name += f" (krr-clones pair in {member.fallback_rounds} round sizes too large to list)"
         if eps_v is not None:
             value = 1.0 if composed is None else float(composed.get_delta_for_epsilon(eps_v))
-            result = ComposedResult(
-                rounds=len(mechs), eps=eps_v, delta=min(1.0, value), pair=member.name
-            )
+            result = ComposedResult(rounds=len(mechs), eps=eps_v, delta=min(1.0, value), pair=name)
             better = best is None or result.delta < best.delta
         else:
             assert delta_v is not None
             value = math.inf if composed is None else float(composed.get_epsilon_for_delta(delta_v))
-            result = ComposedResult(rounds=len(mechs), eps=value, delta=delta_v, pair=member.name)
+            result = ComposedResult(rounds=len(mechs), eps=value, delta=delta_v, pair=name)
             better = best is None or result.eps < best.eps
         if better:
             best = result

@@ -120,7 +120,7 @@ def _setup(n: int, atoms: list[Atom]) -> _Setup:
         order = [pos, rest[partner], *others]
         g = tuple(a.value / scale for a in order)
         p = tuple(a.prob for a in order)
-        theta, log_mgf, tilted = _tilt(n, g, p)  # type: ignore[arg-type]
+        theta, log_mgf, tilted = _tilt(n, g, p)
         cost = _estimated_cells(n, tilted, NARROW_SIGMAS) * (1.0 if g[2] < g[3] else 0.5)
         if cost < best_cost:
             best_cost = cost
@@ -244,7 +244,7 @@ def _evaluate(n: int, s: _Setup, sigmas: float) -> tuple[Bracket, float]:
     dropped = math.exp(min(log_dropped, 700.0)) if log_dropped > -math.inf else 0.0
     # The final products and sums round by a few ulp: widen by 8 ulp both ways.
     lower = max(0.0, (value - err) * factor * (1.0 - 8 * _ULP))
-    upper = min(1.0, (value + err + dropped) * factor * (1.0 + 8 * _ULP))
+    upper = (value + err + dropped) * factor * (1.0 + 8 * _ULP)
     if upper == 0.0:
         # A positive atom makes E[S_+] > 0 (every draw on it has S > 0): 0 is not an upper bound.
         upper = math.ulp(0.0)

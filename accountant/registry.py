@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from .blanket import OptimalBlanket
 from .bounds import (
     AllOthersX0,
     BiswasLiteral,
@@ -16,6 +17,7 @@ from .bounds import (
     StrongAdversary,
     WangKRR,
 )
+from .family import FamilyF
 from .mechanism import InvalidParameterError
 from .renyi_girgis import RenyiGirgis
 from .tight import Tight
@@ -24,9 +26,11 @@ _NEEDS_NX0 = {"single-bin", "biswas-literal"}
 
 _FACTORIES: dict[str, Callable[[int | None], Bound]] = {
     "tight": lambda _: Tight(),
+    "optimal-blanket": lambda _: OptimalBlanket(),
     "strong-adversary": lambda _: StrongAdversary(),
     "clones": lambda _: Clones(),
     "krr-clones": lambda _: KRRClones(),
+    "family-f": lambda _: FamilyF(),
     "wang-krr": lambda _: WangKRR(),
     "all-others-x0": lambda _: AllOthersX0(),
     "erlingsson": lambda _: Erlingsson(),

@@ -390,14 +390,14 @@ class UserLedger:
         discretization: float = STREAM_DISCRETIZATION,
         max_bytes: int = LEDGER_MAX_BYTES,
     ) -> None:
-        from shuffledp.accountant.bounds import UPPER_BOUNDS
+        from shuffledp.accountant.composition import default_families
 
         ShuffledKRR(n=2, k=k, eps0=eps0)  # validates k and eps0
         require_positive("discretization", discretization)
         require_int("max_bytes", max_bytes, 0)
         self.k, self.eps0, self.discretization = k, float(eps0), float(discretization)
         self.max_bytes = max_bytes
-        self.families = [cls() for cls in UPPER_BOUNDS]
+        self.families = default_families()
         self._round_cache: dict[int, tuple[FamilyPLD, ...]] = {}
         #: sorted round sizes -> per-family composed PLD (None: saturated), least recently used
         #: first
