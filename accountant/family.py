@@ -19,6 +19,7 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
 
 from __future__ import annotations
 
+import heapq
 import math
 
 import numpy as np
@@ -215,3 +216,80 @@ class FamilyF(Bound):
             delta_upper=b.upper,
             extra={"family": "F", "a": float(a)},
         )
+
+
+#: Most single-bin evaluations one certificate of the k = 2 maximum may take; past it the blocks
+#: left keep their (valid, looser) removal bounds.
+K2_BUDGET = 120
+#: A block is accepted once its removal bound is within this factor of the best value found.
+K2_TOLERANCE = 1e-9
+
+
+def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
+    """k = 2: a bracket on max_a F(a), which is the exact worst case (every dataset of the others
+    is "a hold x0, the rest x1"), and the a that gave the lower end.
+
+    Lower end: the best F(a) evaluated. Upper end: a certificate over every a. F(a) = F(n-1-a),
+    so a <= (n - 1) / 2 suffices. For a block [a1, a2], the counts of the middle users (a - a1 of
+    them on x0, a2 - a on x1) are independent of u; revealing them can only help the adversary,
+    and what remains is the single-bin model of n - (a2 - a1) users with a1 on x0, for every a
+    in the block at once: max over the block <= that value. The block with the largest bound is
+    split (at its middle, evaluated exactly) until that bound is within K2_TOLERANCE of the best
+    value found, or K2_BUDGET evaluations are spent; the upper end is the largest bound left
+    (or value evaluated).
+    """
+    if mech.k != 2:
+        raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
+    half = (mech.n - 1) // 2
+    cache: dict[int, Bracket] = {}
+
+    def exact(a: int) -> Bracket:
+        if a not in cache:
+            cache[a] = SingleBin(a).bracket(mech, eps)
+        return cache[a]
+
+    def block(a1: int, a2: int) -> tuple[float, int, int]:
+        if a1 == a2:
+            return -exact(a1).upper, a1, a2
+        reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
+        return -SingleBin(a1).bracket(reduced, eps).upper, a1, a2
+
+    for a in candidates(mech):
+        if a <= half:
+            exact(a)
+    heap = [block(0, half)]
+    spent = 0
+    while heap:
+        neg_bound, a1, a2 = heap[0]
+        best = max(b.lower for b in cache.values())
+        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE) or spent >= K2_BUDGET:
+            if a1 != a2 or len(heap) == 1 or -neg_bound <= best * (1.0 + K2_TOLERANCE):
+                break
+            heapq.heappop(heap)  # an evaluated point on top: its value is final
+            heapq.heappush(heap, (neg_bound, a1, a2))
+            break
+        heapq.heappop(heap)
+        mid = (a1 + a2) // 2
+        exact(mid)
+        heapq.heappush(heap, block(a1, mid))
+        heapq.heappush(heap, block(mid + 1, a2))
+        spent += 1
+    best_a = max(cache, key=lambda a: cache[a].lower)
+    lower = cache[best_a].lower
+    upper = max(-heap[0][0], max(b.upper for b in cache.values()))
+    return Bracket(lower, max(upper, lower)), best_a
+
+
+class ExactK2(Bound):
+    """k = 2 only: max_a F(a) with the certificate of :func:`k2_worst_case`: the exact worst case
+    to within K2_TOLERANCE (or the certificate's looser bound where its budget ran out).
+    Guarantees: an upper bound on delta for the released histogram (every dataset)."""
+
+    name = "family-f(k=2, every a)"
+    kind = BoundKind.UPPER
+    guarantee = "k = 2: the exact worst case max_a F(a), certified over every a"
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        if eps >= mech.eps0:
+            return Bracket.exact_zero()
+        return k2_worst_case(mech, eps)[0]

@@ -162,7 +162,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # best at the current best are skipped (one evaluation each instead of a search); members
     # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
     best_upper, upper_name, skipped = math.inf, "", []
-    for member in bound.upper_bounds():
+    for member in bound.upper_bounds(mech):
 
         def up(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).upper

@@ -25,7 +25,7 @@ from .bounds import (
     OutsideConditionsError,
     SingleBin,
 )
-from .family import FamilyF, candidates, family_delta
+from .family import ExactK2, FamilyF, candidates, family_delta
 from .mechanism import ShuffledKRR, require_eps
 from .pairs import Bracket
 
@@ -57,6 +57,18 @@ class _FamilyMember(Bound):
         return family_delta(mech, self.a, eps)
 
 
+class _K2Lower(Bound):
+    """k = 2: the lower end of family.k2_worst_case (the best F(a) its search evaluated)."""
+
+    name = "family-f(k=2, every a)"
+    kind = BoundKind.LOWER
+    guarantee = FamilyF.guarantee
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        lower = ExactK2().bracket(mech, eps).lower
+        return Bracket(lower, lower)
+
+
 class Tight(Bound):
     """[best lower bound, best valid upper bound] on the worst-case delta of the histogram."""
 
@@ -64,14 +76,18 @@ class Tight(Bound):
     kind = BoundKind.BRACKET
     guarantee = "delta_upper is the valid guarantee; delta_lower <= true worst case <= delta_upper"
 
-    def upper_bounds(self) -> list[Bound]:
-        """The valid upper bounds, the usual winner (optimal-blanket) first."""
-        return [OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
+    def upper_bounds(self, mech: ShuffledKRR | None = None) -> list[Bound]:
+        """The valid upper bounds, the usual winner first: for k = 2 the certified exact worst
+        case (family.ExactK2), otherwise optimal-blanket."""
+        exact = [ExactK2()] if mech is not None and mech.k == 2 else []
+        return [*exact, OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
 
     def lower_bounds(self, mech: ShuffledKRR) -> list[Bound]:
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
         members: list[Bound] = [_FamilyMember(a) for a in candidates(mech)]
+        if mech.k == 2:  # the certificate's lower end: the best of every a it evaluated
+            members.insert(0, _K2Lower())
         if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
             members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
         return members
@@ -85,7 +101,7 @@ class Tight(Bound):
 
     def _upper(self, mech: ShuffledKRR, eps: float) -> tuple[float, str, list[str]]:
         best, name, skipped = math.inf, "", []
-        for bound in self.upper_bounds():
+        for bound in self.upper_bounds(mech):
             try:
                 value = bound.bracket(mech, eps).upper
             except OutsideConditionsError as exc:
