@@ -206,10 +206,10 @@ def evaluate_datasets(
 @functools.lru_cache(maxsize=256)
 def worst_case(n: int, k: int, eps0: float, eps: tuple[float, ...]) -> tuple[CaseResult, ...]:
     """The worst-case delta over every dataset at each eps (one CaseResult per eps)."""
-    if n < 2 or not 2 <= k:
+    if n < 2 or k < 2:
         raise ValueError("need n >= 2 and k >= 2")
     zero = (0.0, 0.0, 0.0)
-    best = [(zero, ()) for _ in eps]
+    best: list[tuple[tuple[float, float, float], Counts]] = [(zero, ()) for _ in eps]
     best_f = [(zero, -1) for _ in eps]
     for counts, values in evaluate_datasets(n, k, eps0, eps):
         a = family_f_a(counts)

@@ -292,7 +292,7 @@ def family_f_directions_many(
             theta = mpmath.mpf(1) / (k - 2)
             tails, mirror = BinomialTails(n, theta), BinomialTails(n, 1 - theta)
             diff = pt - pb
-            sums = {i: ([], []) for i, _ in todo}
+            sums: dict[int, tuple[list[Mpf], list[Mpf]]] = {i: ([], []) for i, _ in todo}
             for n0 in range(n + 1):
                 for n2 in range(n - n0 + 1):
                     m = n - n0 - n2
