@@ -10,8 +10,8 @@ One shared contract class for the interface "a bound with a kind" (as dp_account
 test classes), instantiated for every name in BOUND_NAMES whose bound is of kind upper or lower,
 so a bound added to the registry is tested here without editing this file. Names that need a
 parameter (--nx0) are left out; evaluations that raise OutsideConditionsError (the analytic
-bounds, outside the conditions under which they were proved) are counted and reported at the end
-of the module.
+bounds, outside the conditions under which they were proved) are not compared but counted: a case
+with none left is skipped with the count in its reason, a case with some left warns the count.
 
 The production classes FamilyF(a) and OptimalBlanket are looked up at run time: where they do not
 exist yet the tests that need them skip (with the reason).
@@ -22,8 +22,7 @@ from __future__ import annotations
 import functools
 import importlib
 import itertools
-from collections import Counter
-from collections.abc import Iterator
+import warnings
 from typing import Any
 
 import mpmath
@@ -130,9 +129,6 @@ def test_float_oracle_rounding_error_is_small() -> None:
 # ---------------------------------------------------------------------------------------------
 # The shared contract: a bound with a kind
 
-OUTSIDE_CONDITIONS: Counter[str] = Counter()
-EVALUATED: Counter[str] = Counter()
-
 
 class BoundWithKindContract:
     """A bound of kind upper is >= the worst case, a bound of kind lower is <= it, at every eps of
@@ -152,9 +148,7 @@ class BoundWithKindContract:
             try:
                 result = bound.delta(mech, case.eps)
             except OutsideConditionsError:
-                OUTSIDE_CONDITIONS[self.name] += 1
                 continue
-            EVALUATED[self.name] += 1
             done += 1
             where = f"{self.name} at n={n}, k={k}, eps0={eps0}, eps={case.eps}: {result}, {case}"
             if bound.kind is BoundKind.UPPER:
@@ -164,8 +158,15 @@ class BoundWithKindContract:
                 assert bound.kind is BoundKind.LOWER
                 assert result.delta <= case.upper, where
                 assert result.delta_lower <= case.upper, where
+        outside = len(truth(n, k, eps0)) - done
         if not done:
-            pytest.skip(f"{self.name}: outside its conditions at every eps of this case")
+            pytest.skip(f"{self.name}: outside its conditions at all {outside} eps of this case")
+        if outside:
+            warnings.warn(
+                f"{self.name}: {outside} of {outside + done} eps outside its conditions "
+                f"at n={n}, k={k}, eps0={eps0}",
+                stacklevel=1,
+            )
 
 
 def _kind(name: str) -> BoundKind | None:
@@ -194,17 +195,6 @@ def test_contract_covers_the_upper_and_lower_bounds() -> None:
     for name in left_out:
         assert needs_nx0(name) or _kind(name) not in (BoundKind.UPPER, BoundKind.LOWER), name
     assert {"strong-adversary", "clones", "krr-clones", "wang-krr"} <= set(CONTRACT_NAMES)
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _report_outside_conditions(request: pytest.FixtureRequest) -> Iterator[None]:
-    yield
-    reporter = request.config.pluginmanager.get_plugin("terminalreporter")
-    if reporter is not None and (OUTSIDE_CONDITIONS or EVALUATED):
-        reporter.write_line(
-            "test_accountant_exhaustive: evaluations per bound "
-            f"{dict(EVALUATED)}; skipped as outside conditions {dict(OUTSIDE_CONDITIONS)}"
-        )
 
 
 # ---------------------------------------------------------------------------------------------
