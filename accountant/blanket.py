@@ -72,13 +72,15 @@ def scaled_mean_positive_part(mech: ShuffledKRR, eps: float, atoms: list[Atom]) 
     # e^(eps0 + eps) rounds to within 1 ulp relative; widen by 4 ulp each way.
     up = 1.0 + 4.0 * 2.0**-52
 
-    def scaled(value: float, widen: float) -> float:
+    def scaled(value: float, widen: float, pad: float) -> float:
         if value <= 0.0:
             return 0.0
-        return min(1.0, math.exp(math.log(value) + log_scale) * widen)
+        result = math.exp(math.log(value) + log_scale) * widen
+        # Below the normal range a double keeps less than 53 bits: pad by two of its ulps.
+        return min(1.0, max(0.0, result + pad * 2.0 * math.ulp(result)))
 
-    upper = scaled(inner.upper, up)
-    return Bracket(scaled(inner.lower, 1.0 / up), max(upper, math.ulp(0.0)))
+    upper = scaled(inner.upper, up, 1.0)
+    return Bracket(scaled(inner.lower, 1.0 / up, -1.0), max(upper, math.ulp(0.0)))
 
 
 class OptimalBlanket(Bound):

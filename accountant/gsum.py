@@ -243,8 +243,11 @@ def _evaluate(n: int, s: _Setup, sigmas: float) -> tuple[Bracket, float]:
     err = math.exp(min(log_err, 700.0)) if log_err > -math.inf else 0.0
     dropped = math.exp(min(log_dropped, 700.0)) if log_dropped > -math.inf else 0.0
     # The final products and sums round by a few ulp: widen by 8 ulp both ways.
-    lower = max(0.0, (value - err) * factor * (1.0 - 8 * _ULP))
-    upper = (value + err + dropped) * factor * (1.0 + 8 * _ULP)
+    # Below the normal range a double keeps less than 53 bits: pad by two of its ulps as well.
+    low = (value - err) * factor * (1.0 - 8 * _ULP)
+    lower = max(0.0, low - 2.0 * math.ulp(low))
+    high = (value + err + dropped) * factor * (1.0 + 8 * _ULP)
+    upper = high + 2.0 * math.ulp(high)
     if upper == 0.0:
         # A positive atom makes E[S_+] > 0 (every draw on it has S > 0): 0 is not an upper bound.
         upper = math.ulp(0.0)

@@ -66,6 +66,10 @@ def test_production_brackets_the_reference(record: dict[str, Any]) -> None:
     if record["bound"] == "optimal-blanket":
         bound = production("OptimalBlanket")()
     else:
+        from shuffledp.accountant.family import DP_MAX_N
+
+        if 0 < record["a"] < record["n"] - 1 and record["k"] >= 3 and record["n"] > DP_MAX_N:
+            pytest.skip(f"F(a) with 0 < a < n-1 is computed for n <= {DP_MAX_N} only")
         bound = production("FamilyF")(record["a"])
     mech = ShuffledKRR(n=record["n"], k=record["k"], eps0=record["eps0"])
     b = bound.bracket(mech, record["eps"])
