@@ -210,9 +210,10 @@ class WangKRR(Bound):
     tests/test_oracle_selfcheck.py). Either way it is at most the true worst case, so for k >= 3
     it is a valid LOWER bound, and that is how it is used here.
 
-    For k = 2 there is no third value: every other user's report is x0 or x1, so no dataset has
-    this pair as (a post-processing of) its histogram, and the pair gives neither a guarantee nor
-    a lower bound. The published value is still computed, labelled NOT_A_GUARANTEE.
+    For k = 2 there is no third value: no dataset has this pair as (a post-processing of) its
+    histogram, so it is not a lower bound. But with k = 2, 1 - 2 pb = pt - pb and the pair is
+    exactly the krr-clones pair (C ~ Bin(n-1, 2 pb) clones, u's report on x0 w.p. pt/(pt + pb)),
+    a valid upper bound: the published value is computed and labelled UPPER for k = 2.
     """
 
     name = "wang-krr"
@@ -220,10 +221,13 @@ class WangKRR(Bound):
     guarantee = (
         "lower bound on the worst-case delta (exact delta of the dataset 'all others hold x2')"
     )
-    guarantee_k2 = "published value, neither a guarantee nor a lower bound for k = 2"
+    guarantee_k2 = (
+        "published value; for k = 2 its pair is the krr-clones pair: a valid upper bound, "
+        "not a lower bound"
+    )
 
     def kind_for(self, mech: ShuffledKRR) -> BoundKind:
-        return BoundKind.NOT_A_GUARANTEE if mech.k == 2 else self.kind
+        return BoundKind.UPPER if mech.k == 2 else self.kind
 
     def guarantee_for(self, mech: ShuffledKRR) -> str:
         return self.guarantee_k2 if mech.k == 2 else self.guarantee

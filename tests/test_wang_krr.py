@@ -18,7 +18,10 @@ import pytest
 from shuffledp.accountant import BoundKind, KRRClones, ShuffledKRR, WangKRR
 from shuffledp.cli import main
 
-K2_LABEL = "published value, neither a guarantee nor a lower bound for k = 2"
+K2_LABEL = (
+    "published value; for k = 2 its pair is the krr-clones pair: a valid upper bound, "
+    "not a lower bound"
+)
 
 
 def enumerated_wang(n: int, k: int, eps0: float, eps: float) -> mpmath.mpf:
@@ -70,26 +73,25 @@ def test_k3_still_a_lower_bound_and_matches_enumeration() -> None:
     assert result.delta == pytest.approx(float(enumerated_wang(5, 3, 1.0, 0.2)), rel=1e-9)
 
 
-def test_k2_is_labelled_not_a_guarantee() -> None:
+def test_k2_is_labelled_an_upper_bound() -> None:
+    """k = 2: the krr-clones pair, so kind upper, with the k = 2 label; k = 3: a lower bound."""
     mech = ShuffledKRR(n=8, k=2, eps0=1.0)
     bound = WangKRR()
     result = bound.delta(mech, 0.3)
-    assert result.kind is BoundKind.NOT_A_GUARANTEE
+    assert result.kind is BoundKind.UPPER
     assert result.extra["guarantee"] == K2_LABEL
-    assert bound.kind_for(mech) is BoundKind.NOT_A_GUARANTEE
+    assert bound.kind_for(mech) is BoundKind.UPPER
     assert bound.guarantee_for(mech) == K2_LABEL
     assert bound.kind_for(ShuffledKRR(n=8, k=3, eps0=1.0)) is BoundKind.LOWER
 
 
 @pytest.mark.parametrize("target", [["--eps", "0.1"], ["--delta", "0.01"]])
 def test_cli_row_for_k2(capsys: pytest.CaptureFixture[str], target: list[str]) -> None:
-    """`shuffledp account --bound wang-krr` at k = 2 prints the value with the k = 2 label and no
-    lower/upper columns (it is neither)."""
+    """`shuffledp account --bound wang-krr` at k = 2 prints the value with the k = 2 label."""
     argv = ["account", "--n", "10", "--k", "2", "--eps0", "1", *target, "--bound", "wang-krr"]
     assert main([*argv, "--json"]) == 0
     row = json.loads(capsys.readouterr().out)
-    assert row["kind"] == "not-a-guarantee" and row["guarantee"] == K2_LABEL
-    assert "delta_lower" not in row and "eps_lower" not in row
+    assert row["kind"] == "upper" and row["guarantee"] == K2_LABEL
     assert main(argv) == 0
     assert K2_LABEL in capsys.readouterr().out
 

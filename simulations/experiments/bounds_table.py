@@ -159,7 +159,7 @@ UNSTATED_N1000 = (
     "not shown: Table II's n = 1000 values do not state k and n_x0 (k = 10 with n_x0 = 80 or "
     "800 does not reproduce them)"
 )
-WANG_K2 = "k = 2: the published value is neither a guarantee nor a lower bound (not shown here)"
+WANG_K2 = "k = 2: the published value equals krr-clones, an upper bound, not a lower bound (not shown here)"
 #: Plain columns (no guarantee attached): the setting and which bound gave each tight side.
 BOUNDS_KEYS: tuple[str, ...] = ("n", "k", "eps0", "nx0", "eps")
 WITNESS_KEYS: tuple[str, ...] = ("tight upper from", "tight lower from")
