@@ -7,7 +7,8 @@
   skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
   its numerical bracket: the family F(a) (a other users hold x0, the rest one third value;
-  family.py) over :func:`family.candidates`, and the exact single-bin delta (a post-processing of
+  family.py) over :func:`family.candidates`, wang-krr (a post-processing of F(0), k >= 3), and
+  the exact single-bin delta (a post-processing of
   the histogram) over a set of nx0 values. Any dataset's exact delta is a lower bound, so a subset
   of a or nx0 values still gives one.
 """
@@ -24,6 +25,7 @@ from .bounds import (
     DeltaResult,
     OutsideConditionsError,
     SingleBin,
+    WangKRR,
 )
 from .family import ExactK2, FamilyF, candidates, family_delta
 from .mechanism import ShuffledKRR, require_eps
@@ -89,6 +91,9 @@ class Tight(Bound):
         if mech.k == 2:  # the certificate's lower end: the best of every a it evaluated
             members.insert(0, _K2Lower())
         if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
+            # wang-krr: the counts (N_x0, N_x1) of F(0), so at most F(0); kept because at k = 3
+            # it is F(0) exactly and its bracket is narrower at large n.
+            members.append(WangKRR())
             members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
         return members
 

@@ -33,7 +33,10 @@ from shuffledp.accountant import (  # noqa: E402
     make_bound,
 )
 from shuffledp.cli import main  # noqa: E402
-from tests import mpmath_pairs  # noqa: E402
+from tests import (  # noqa: E402
+    mpmath_pairs,
+    references,
+)
 
 
 def run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str, str]:
@@ -69,7 +72,7 @@ def account(n: int, k: int, eps0: str, *rest: str) -> list[str]:
 # delta at eps / eps at delta, default bound (tight)
 # ----------------------------------------------------------------------------------------------
 
-# (n, k, eps0, eps): the tight delta_upper is the minimum of the exact deltas of the three
+# (n, k, eps0, eps): the tight delta_upper is the minimum of the exact deltas of the four
 # dominating pairs, each evaluated independently in mpmath (O(n^2) enumeration, tests/mpmath_pairs).
 EPS_CASES = [
     (100, 10, "2", "0.1"),
@@ -95,10 +98,12 @@ def test_tight_delta_json_matches_library_and_mpmath(
     assert data["delta_lower"] == lib.delta_lower
     assert data["delta_upper"] == lib.delta_upper
 
-    # Independent value: min over the three dominating pairs of their exact delta (mpmath). The
-    # reported guarantee is on the safe side of it and within float accuracy of it.
+    # Independent value: min over the four dominating pairs of their exact delta (mpmath: the
+    # optimal-blanket G-form by tests/references.py, the others by full enumeration). The reported
+    # guarantee is on the safe side of it and within float accuracy of it.
     with mpmath.workdps(60):
         exact = min(
+            references.optimal_blanket_reference(n, k, float(eps0), float(eps)),
             max(mpmath_pairs.strong_adversary(n, k, float(eps0), float(eps))),
             max(mpmath_pairs.clones(n, float(eps0), float(eps))),
             max(mpmath_pairs.krr_clones(n, k, float(eps0), float(eps))),
@@ -208,9 +213,11 @@ def test_bound_all_json_lists_every_bound_and_refusals(capsys: pytest.CaptureFix
         # Every number equals what the library gives for that bound.
         assert row["delta"] == make_bound(name, 80).delta(mech, 0.1).delta, name
     assert rows["tight"]["delta"] == min(
-        rows[name]["delta"] for name in ("strong-adversary", "clones", "krr-clones")
+        rows[name]["delta"]
+        for name in ("optimal-blanket", "strong-adversary", "clones", "krr-clones")
     )
     assert rows["tight"]["delta_lower"] >= rows["wang-krr"]["delta"]
+    assert rows["tight"]["delta_lower"] >= rows["family-f"]["delta"]
     assert rows["tight"]["delta_lower"] >= rows["single-bin"]["delta_lower"]
 
 
@@ -276,7 +283,7 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
     # Composition never lowers delta (the 1-round view is a post-processing of the 3-round
     # view); the pessimistic PLD only rounds further up.
     assert one["delta"] <= three["delta"] <= 1.0
-    assert three["pair"] in {"strong-adversary", "clones", "krr-clones"}
+    assert three["pair"] in {"optimal-blanket", "strong-adversary", "clones", "krr-clones"}
 
 
 def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:

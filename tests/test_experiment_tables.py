@@ -30,7 +30,7 @@ from shuffledp.simulations.experiments import (
 )
 from shuffledp.simulations.experiments.bounds_table import BoundsGrid, display_number
 from shuffledp.simulations.experiments.delta_table import DeltaGrid, SurfaceGrid
-from tests import mpmath_pairs
+from tests import mpmath_pairs, references
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -60,6 +60,8 @@ BOUNDS_HEADER = [
     f"single-bin [{INFORMATIVE}]",
     f"biswas-literal published [published value (Table II, 'Our delta'); {NOT_A_GUARANTEE}]",
     f"biswas-literal [printed formula evaluated here; {NOT_A_GUARANTEE}]",
+    f"optimal-blanket [{VALID_UPPER}]",
+    "renyi-girgis [valid upper bound (Renyi DP of Girgis et al., converted)]",
     "tight upper from",
     "tight lower from",
 ]
@@ -242,7 +244,8 @@ def test_delta_table_reproduces_table_iv_reference_row(delta_run: Ran, eps: floa
 
 def test_delta_table_reference_row_matches_mpmath(delta_run: Ran) -> None:
     """Independent check of the computed columns at eps = 0.5: 60-digit enumeration of the
-    single-bin pair (both directions) and of the three valid upper bounds (tight's minimum)."""
+    single-bin pair (both directions) and of the four valid upper bounds (tight's minimum; the
+    optimal-blanket one by its G-form, tests/references.py)."""
     row = _reference_rows(delta_run)[0.5]
     n, k, eps0, nx0, eps = 100, 10, 2.0, 80, 0.5
     assert _close(
@@ -250,6 +253,7 @@ def test_delta_table_reference_row_matches_mpmath(delta_run: Ran) -> None:
     )
     with mpmath.workdps(60):
         upper = min(
+            references.optimal_blanket_reference(n, k, eps0, eps),
             _mp_max(mpmath_pairs.strong_adversary(n, k, eps0, eps)),
             _mp_max(mpmath_pairs.clones(n, eps0, eps)),
             _mp_max(mpmath_pairs.krr_clones(n, k, eps0, eps)),
@@ -317,7 +321,7 @@ def test_bounds_rows_invariants(bounds_run: Ran) -> None:
     valid_upper = [h for h in BOUNDS_HEADER if h.endswith(f"[{VALID_UPPER}]")]
     analytic = [h for h in BOUNDS_HEADER if h.endswith(f"[{ANALYTIC}]")]
     exact_upper = [h for h in valid_upper if not h.startswith("tight")]
-    assert len(exact_upper) == 3 and len(analytic) == 2
+    assert len(exact_upper) == 4 and len(analytic) == 2
     lower_column, upper_column = BOUNDS_HEADER[11], BOUNDS_HEADER[12]
     for row in _bounds_rows(bounds_run):
         lower, upper = _number(row, lower_column), _number(row, upper_column)

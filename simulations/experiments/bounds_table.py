@@ -5,7 +5,7 @@ k-Randomized Response", arXiv 2205.08858, FPS 2023) compare their delta(eps) wit
 bounds at eps0 = 0.49 (just below Erlingsson et al.'s condition eps0 <= 1/2), n = 100 and 1000,
 eps from 0.01 to 0.4. This experiment evaluates that grid with every bound of the accountant:
 
-* valid upper bounds for the released histogram: ``strong-adversary``, ``clones``, ``krr-clones``
+* valid upper bounds for the released histogram: ``optimal-blanket`` (Su, Cheng, Wang), ``renyi-girgis`` (RDP), ``strong-adversary``, ``clones``, ``krr-clones``
   (exact) and the analytic ``erlingsson`` and ``blanket-analytic`` (only within the conditions
   under which they were proved; outside, the cell says which condition fails, never a number);
 * ``wang-krr``: published as an upper bound but it fails (docs/accounting.md), so a lower bound;
@@ -73,6 +73,7 @@ Role = Literal["upper", "lower", "informative", "not-a-guarantee"]
 
 LABEL_VALID_UPPER = "valid upper bound"
 LABEL_ANALYTIC = "valid upper bound only within its conditions (analytic)"
+LABEL_RDP = "valid upper bound (Renyi DP of Girgis et al., converted)"
 LABEL_WANG = "lower bound (published as an upper bound; fails)"
 LABEL_TIGHT_LOWER = "lower bound on the true delta"
 LABEL_TIGHT_UPPER = "valid upper bound: the reported guarantee"
@@ -141,6 +142,8 @@ BOUNDS_COLUMNS: tuple[Column, ...] = (
         short=SHORT_NOT_A_GUARANTEE,
         role="not-a-guarantee",
     ),
+    Column(key="optimal-blanket", label=LABEL_VALID_UPPER, short=SHORT_UPPER, role="upper"),
+    Column(key="renyi-girgis", label=LABEL_RDP, short="valid upper (RDP)", role="upper"),
 )
 
 #: The printed formula's values published in the paper's Table II ("Our delta", eps0 = 0.49), by
@@ -172,6 +175,8 @@ _NAMED_BOUNDS: tuple[str, ...] = (
     "clones",
     "krr-clones",
     "wang-krr",
+    "optimal-blanket",
+    "renyi-girgis",
 )
 
 
@@ -612,6 +617,8 @@ def plot_bounds(path: Path, grid: BoundsGrid, results: Sequence[PointResult]) ->
         "strong-adversary": ("tab:blue", "-"),
         "clones": ("tab:orange", "-"),
         "krr-clones": ("tab:green", "-"),
+        "optimal-blanket": ("black", "-"),
+        "renyi-girgis": ("tab:pink", ":"),
         "wang-krr": ("tab:purple", "--"),
         "single-bin": ("tab:olive", "-."),
         "biswas-literal": ("tab:red", "--"),
