@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Sequence
+from typing import Any
 
 import mpmath
 import pytest
@@ -27,7 +29,7 @@ from shuffledp.accountant.gsum import Atom, mean_positive_part
 from tests import oracle
 
 
-def brute_force(n: int, probs: list[object], values: list[object]) -> object:
+def brute_force(n: int, probs: Sequence[Any], values: Sequence[Any]) -> Any:
     """(1/n) E[(sum G)_+] by enumerating every vector of counts (mpmath, 40 digits)."""
     with mpmath.workdps(40):
         total = mpmath.mpf(0)
@@ -66,7 +68,7 @@ def test_engine_brackets_the_brute_force_value(
     assert bracket.upper - bracket.lower <= 1e-9 * float(exact) + 1e-300
 
 
-def _blanket_brute(n: int, k: int, eps0: str, eps: str) -> object:
+def _blanket_brute(n: int, k: int, eps0: str, eps: str) -> Any:
     with mpmath.workdps(40):
         e0, ee = mpmath.exp(mpmath.mpf(eps0)), mpmath.exp(mpmath.mpf(eps))
         d = e0 + k - 1
