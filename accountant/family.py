@@ -19,6 +19,7 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
 
 from __future__ import annotations
 
+import functools
 import heapq
 import math
 
@@ -226,6 +227,17 @@ K2_TOLERANCE = 1e-9
 
 
 def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
+    """:func:`_k2_worst_case`, remembered for the last few (n, eps0, eps): ``tight`` asks for
+    both ends at the same points, and eps(delta) searches revisit them."""
+    return _k2_cached(mech, eps)
+
+
+@functools.lru_cache(maxsize=512)
+def _k2_cached(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
+    return _k2_worst_case(mech, eps)
+
+
+def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     """k = 2: a bracket on max_a F(a), which is the exact worst case (every dataset of the others
     is "a hold x0, the rest x1"), and the a that gave the lower end.
 
@@ -293,3 +305,42 @@ class ExactK2(Bound):
         if eps >= mech.eps0:
             return Bracket.exact_zero()
         return k2_worst_case(mech, eps)[0]
+
+
+def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
+    """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
+    meets delta, with few certificates. The single a that is the maximum gives a crossing by
+    cheap single-bin evaluations (at delta (1 - 1e-8), so that a certificate within
+    K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
+    over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
+    (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
+    """
+    from .inversion import smallest_eps_at_most
+
+    a_star = k2_worst_case(mech, min(start, mech.eps0 * 0.5))[1]
+    crossing = math.inf
+    for _ in range(8):
+        single = SingleBin(a_star)
+
+        def up(e: float, b: SingleBin = single) -> float:
+            return b.bracket(mech, e).upper
+
+        crossing = smallest_eps_at_most(up, delta * (1.0 - 1e-8), start, upper_side=True)
+        if not math.isfinite(crossing) or crossing >= mech.eps0:
+            return 0.0, math.inf
+        certified, best = k2_worst_case(mech, crossing)
+        if certified.upper <= delta:
+
+            def low(e: float, b: SingleBin = single) -> float:
+                return b.bracket(mech, e).lower
+
+            lower = smallest_eps_at_most(low, delta, crossing, upper_side=False)
+            return min(lower, crossing), crossing
+        if best == a_star:
+            break
+        a_star = best
+    for step in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1):
+        check = min(crossing + step * (1.0 + crossing), mech.eps0)
+        if k2_worst_case(mech, check)[0].upper <= delta:
+            return 0.0, check  # the lower end comes from the lower members
+    return 0.0, math.inf

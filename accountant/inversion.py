@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideConditionsError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
 from .renyi_girgis import RenyiGirgis
+from .family import ExactK2, k2_eps_for_delta
 from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
@@ -162,6 +163,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # best at the current best are skipped (one evaluation each instead of a search); members
     # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
     best_upper, upper_name, skipped = math.inf, "", []
+    k2_bracket: tuple[float, float] | None = None
     for member in bound.upper_bounds(mech):
 
         def up(e: float, m: Bound = member) -> float:
@@ -170,14 +172,21 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         try:
             if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
                 continue  # its crossing is above best_upper - tol: it cannot lower the minimum
-            value = smallest_eps_at_most(up, delta, start, upper_side=True)
+            if isinstance(member, ExactK2):
+                k2_lower, value = k2_eps_for_delta(mech, delta, start)
+                if math.isfinite(value):
+                    k2_bracket = (k2_lower, value)
+                else:
+                    value = smallest_eps_at_most(up, delta, start, upper_side=True)
+            else:
+                value = smallest_eps_at_most(up, delta, start, upper_side=True)
         except OutsideConditionsError as exc:
             skipped.append(f"{member.name}: {exc}")
             continue
         if value < best_upper:
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
-    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper)
+    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper, k2_bracket)
     eps_lower = min(best_lower, best_upper)
     extra: dict[str, float | str] = {
         "upper_from": upper_name,
@@ -198,9 +207,15 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
 
 
 def _tight_eps_lower(
-    bound: Tight, mech: ShuffledKRR, delta: float, best_upper: float
+    bound: Tight,
+    mech: ShuffledKRR,
+    delta: float,
+    best_upper: float,
+    k2_bracket: tuple[float, float] | None = None,
 ) -> tuple[float, str]:
     best_lower, lower_name = 0.0, "none"
+    if k2_bracket is not None:  # k = 2: the crossing of the best F(a), found with the upper end
+        best_lower, lower_name = k2_bracket[0], ExactK2.name
     for candidate in bound.lower_bounds(mech):
 
         def low(e: float, m: Bound = candidate) -> float:
@@ -209,9 +224,9 @@ def _tight_eps_lower(
         try:
             if low(best_lower) <= delta:
                 continue  # its crossing is at or below best_lower: it cannot raise the maximum
-            # A lower bound's crossing is at most best_upper (there it is <= the truth <= target),
-            # so the search starts with a finite bracket [0, best_upper].
-            value = smallest_eps_at_most(low, delta, max(best_upper, EPS_TOL), upper_side=False)
+            # A lower bound's crossing is at most best_upper (there it is <= the truth <= target);
+            # with a narrow bracket it is just below, where _lower_near looks first.
+            value = _lower_near(low, delta, max(best_upper, EPS_TOL), best_upper)
         except OutsideConditionsError:
             continue
         if value > best_lower:
