@@ -279,14 +279,8 @@ def _block(
     r_trials = n - t
     r_lo, r_w = _window(r_trials, laws.t3, sigmas)
     j = j_lo[:, None] + np.arange(j_w)[None, :]
-    r = r_lo[:, None] + np.arange(r_w)[None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_pj = log_binom_pmf(j, t[:, None], *laws.t1)
-        log_pr = log_binom_pmf(r, r_trials[:, None], *laws.t3)
-    m_j = _row_max(log_pj)
-    m_r = _row_max(log_pr)
-    pj = np.exp(log_pj - m_j[:, None])
-    pr = np.exp(log_pr - m_r[:, None])
+    m_j, pj = _pmf_rows(j_lo, j_w, t, laws.t1)
+    m_r, pr = _pmf_rows(r_lo, r_w, r_trials, laws.t3)
     # The part of S that does not depend on R, as a sum of products (not (g1 - g2) J + g2 T:
     # g1 - g2 can round g1 away when g1 << |g2|, e.g. at large eps0).
     s_jt = g1 * j + g2 * (t[:, None] - j) + g4 * r_trials[:, None]
@@ -370,9 +364,27 @@ def _rows_with_r(
     return np.sum(pj * f, axis=1), np.sum(pj * dy * slope, axis=1)
 
 
-def _row_max(log_values: FloatArray) -> FloatArray:
-    top = np.max(log_values, axis=1)
-    return np.where(np.isfinite(top), top, 0.0)
+def _pmf_rows(
+    lo: FloatArray, width: int, trials: FloatArray, q: tuple[float, float]
+) -> tuple[FloatArray, FloatArray]:
+    """Bin(trials, q) on [lo, lo + width) per row, as (log scale, values / e^scale) with the
+    largest value of each row 1: one gammaln-based value per row, then the exact ratio
+    pmf(j + 1) / pmf(j) = (trials - j) q / ((j + 1) (1 - q)) by a running product (each value
+    off by at most a few ulp per step: _relative_error counts 8 ulp per window cell)."""
+    if q[0] <= 0.0 or q[1] <= 0.0:  # a point mass at 0 or at trials
+        at = np.zeros_like(trials) if q[0] <= 0.0 else trials
+        cells = lo[:, None] + np.arange(width)[None, :]
+        return np.zeros_like(trials), (cells == at[:, None]).astype(np.float64)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_start = log_binom_pmf(lo, trials, q[0], q[1])
+        steps = lo[:, None] + np.arange(width - 1)[None, :]
+        ratio = np.maximum(trials[:, None] - steps, 0.0) / (steps + 1.0) * (q[0] / q[1])
+    rel = np.concatenate([np.ones((lo.size, 1)), np.cumprod(ratio, axis=1)], axis=1)
+    rel = np.where(np.isfinite(log_start)[:, None], rel, 0.0)
+    top = np.max(rel, axis=1)
+    safe = np.where(top > 0.0, top, 1.0)
+    scale = np.where(np.isfinite(log_start), log_start + np.log(safe), 0.0)
+    return scale, rel / safe[:, None]
 
 
 def _outside(lo: FloatArray, width: int, trials: FloatArray, q: tuple[float, float]) -> FloatArray:
@@ -400,4 +412,4 @@ def _relative_error(n: int, s: _Setup, laws: _Laws, t: FloatArray, j_w: int, r_w
         + 4.04 * tilt_relerr * n
         + s.theta * (COEF_RELERR + 4.0 * _ULP) * n
     )
-    return math.expm1(log_err) + 8.0 * (j_w + 2 * r_w + 8) * _ULP
+    return math.expm1(log_err) + 16.0 * (j_w + 2 * r_w + 8) * _ULP

@@ -16,9 +16,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideConditionsError
+from .family import ExactK2, k2_eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
 from .renyi_girgis import RenyiGirgis
-from .family import ExactK2, k2_eps_for_delta
 from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
