@@ -12,7 +12,9 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
   (docs/accounting.md), evaluated exactly by :mod:`gsum` at any n. For a = 0 both directions
   are equal: G = E0 - Ee (pb), 1 - Ee E0 (pb), (1 - Ee)/E0 (pt), 1 - Ee ((k - 3) pb). For
   a = n - 1: H(P||Q) has G = 1 - Ee/E0 (pt), 1 - Ee E0 (pb), 1 - Ee ((k - 2) pb), and H(Q||P)
-  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb).
+  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb). In practice a = n - 1 is computed by
+  :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n)) work; the G-form is kept as
+  its independent check), and a = 0 with k = 3 by the wang-krr pair (the same law).
 * 0 < a < n - 1, k >= 3: the law of the counts (N_x0, N_x1, N_x2) by dynamic programming over
   users in log space, for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
 """
@@ -26,7 +28,15 @@ import math
 import numpy as np
 
 from .blanket import require_eps0_in_range, scaled_mean_positive_part
-from .bounds import Bound, BoundKind, DeltaResult, OutsideConditionsError, SingleBin
+from .bounds import (
+    AllOthersX0,
+    Bound,
+    BoundKind,
+    DeltaResult,
+    OutsideConditionsError,
+    SingleBin,
+    WangKRR,
+)
 from .gsum import Atom, TooLargeError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from .numerics import FloatArray, log_sum
@@ -53,6 +63,12 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
     if mech.k == 2:
         return SingleBin(a).bracket(mech, eps)
     require_eps0_in_range(mech)
+    if a == mech.n - 1:
+        # The same value as the G-form below, by the two counts (N_x0, N_x1), O(sqrt(n)).
+        return AllOthersX0().bracket(mech, eps)
+    if a == 0 and mech.k == 3:
+        # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0).
+        return WangKRR().bracket(mech, eps)
     try:
         if a == 0:
             return scaled_mean_positive_part(mech, eps, _atoms_all_x2(mech, eps))
