@@ -279,8 +279,8 @@ def _block(
     r_trials = n - t
     r_lo, r_w = _window(r_trials, laws.t3, sigmas)
     j = j_lo[:, None] + np.arange(j_w)[None, :]
-    m_j, pj = _pmf_rows(j_lo, j_w, t, laws.t1)
-    m_r, pr = _pmf_rows(r_lo, r_w, r_trials, laws.t3)
+    m_j, pj, err_j = _pmf_rows(j_lo, j_w, t, laws.t1)
+    m_r, pr, err_r = _pmf_rows(r_lo, r_w, r_trials, laws.t3)
     # The part of S that does not depend on R, as a sum of products (not (g1 - g2) J + g2 T:
     # g1 - g2 can round g1 away when g1 << |g2|, e.g. at large eps0).
     s_jt = g1 * j + g2 * (t[:, None] - j) + g4 * r_trials[:, None]
@@ -303,7 +303,7 @@ def _block(
         row_err = np.sum(pj * mass * np.where(s_val + ds > 0.0, ds, 0.0), axis=1)
         log_scale = 0.0
     log_base = log_wt + m_j + m_r + log_scale
-    rel = _relative_error(n, s, laws, t, j_w, r_w)
+    rel = _relative_error(n, s, laws, t, j_w, r_w) + 2.0 * (err_j + err_r)
     with np.errstate(divide="ignore"):
         log_row = log_base + np.log(row)
         log_err = log_sum(np.concatenate([log_row + math.log(rel), log_base + np.log(row_err)]))
@@ -366,25 +366,35 @@ def _rows_with_r(
 
 def _pmf_rows(
     lo: FloatArray, width: int, trials: FloatArray, q: tuple[float, float]
-) -> tuple[FloatArray, FloatArray]:
-    """Bin(trials, q) on [lo, lo + width) per row, as (log scale, values / e^scale) with the
-    largest value of each row 1: one gammaln-based value per row, then the exact ratio
-    pmf(j + 1) / pmf(j) = (trials - j) q / ((j + 1) (1 - q)) by a running product (each value
-    off by at most a few ulp per step: _relative_error counts 8 ulp per window cell)."""
+) -> tuple[FloatArray, FloatArray, float]:
+    """Bin(trials, q) on [lo, lo + width) per row, as (log scale, values / e^scale with the
+    largest value of each row 1, their relative error): one gammaln-based value per row, then
+    the logs of the exact ratios pmf(j + 1) / pmf(j) = (trials - j) q / ((j + 1) (1 - q)) summed
+    (log space: at extreme tilts a ratio can be 1e13). A running sum of at most ``width`` terms
+    is off by at most width ulp times its largest partial sum (and each log by an ulp of it)."""
     if q[0] <= 0.0 or q[1] <= 0.0:  # a point mass at 0 or at trials
         at = np.zeros_like(trials) if q[0] <= 0.0 else trials
         cells = lo[:, None] + np.arange(width)[None, :]
-        return np.zeros_like(trials), (cells == at[:, None]).astype(np.float64)
+        return np.zeros_like(trials), (cells == at[:, None]).astype(np.float64), 0.0
     with np.errstate(divide="ignore", invalid="ignore"):
         log_start = log_binom_pmf(lo, trials, q[0], q[1])
         steps = lo[:, None] + np.arange(width - 1)[None, :]
-        ratio = np.maximum(trials[:, None] - steps, 0.0) / (steps + 1.0) * (q[0] / q[1])
-    rel = np.concatenate([np.ones((lo.size, 1)), np.cumprod(ratio, axis=1)], axis=1)
-    rel = np.where(np.isfinite(log_start)[:, None], rel, 0.0)
-    top = np.max(rel, axis=1)
-    safe = np.where(top > 0.0, top, 1.0)
-    scale = np.where(np.isfinite(log_start), log_start + np.log(safe), 0.0)
-    return scale, rel / safe[:, None]
+        log_ratio = (
+            np.log(np.maximum(trials[:, None] - steps, 0.0))
+            - np.log(steps + 1.0)
+            + (math.log(q[0]) - math.log(q[1]))
+        )
+    log_rel = np.concatenate([np.zeros((lo.size, 1)), np.cumsum(log_ratio, axis=1)], axis=1)
+    log_rel = np.where(np.isfinite(log_start)[:, None], log_rel, -np.inf)
+    top = np.max(log_rel, axis=1)
+    safe = np.where(np.isfinite(top), top, 0.0)
+    finite_steps = np.where(np.isfinite(log_ratio), np.abs(log_ratio), 0.0)
+    biggest = float(np.max(np.cumsum(finite_steps, axis=1))) if width > 1 else 0.0
+    err = 2.0 * width * _ULP * (biggest + 1.0)
+    with np.errstate(invalid="ignore"):
+        values = np.exp(log_rel - safe[:, None])
+    values = np.where(np.isnan(values), 0.0, values)
+    return np.where(np.isfinite(log_start), log_start + safe, 0.0), values, err
 
 
 def _outside(lo: FloatArray, width: int, trials: FloatArray, q: tuple[float, float]) -> FloatArray:

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -940,4 +941,8 @@ def _combine(
         # A positive value below the smallest double (e.g. 1e-400): 0 would not be an upper bound.
         upper = math.ulp(0.0)
     lower = max(0.0, value - abs_err)
+    if upper < sys.float_info.min:
+        # Subnormal: exp() and the sums above keep fewer than 53 bits here; pad by two of its ulps.
+        upper = upper + 2.0 * math.ulp(upper)
+        lower = max(0.0, lower - 2.0 * math.ulp(lower))
     return Bracket(lower, upper)

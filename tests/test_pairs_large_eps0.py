@@ -345,6 +345,10 @@ def _lower_family_truths(mech: ShuffledKRR, eps: float) -> list[tuple[Bound, Mpf
             ref = ref_two_count(n, k, eps0, "wang", eps)
         elif a is not None:
             continue  # intermediate a (n <= 60): no reference here (tests/oracle_float.py)
+        elif isinstance(member, WangKRR):
+            ref = ref_two_count(n, k, eps0, "wang", eps)
+        elif not isinstance(member, SingleBin):
+            continue  # k = 2's certificate: the best single-bin F(a) it met (checked per a above)
         else:
             assert isinstance(member, SingleBin)
             d01, d10 = ref_single_bin(n, k, eps0, member.nx0, eps)
