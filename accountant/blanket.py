@@ -72,7 +72,7 @@ def scaled_mean_positive_part(mech: ShuffledKRR, eps: float, atoms: list[Atom]) 
     def scaled(value: float, widen: float) -> float:
         if value <= 0.0:
             return 0.0
-        return min(1.0, math.exp(math.log(value) + log_scale) * widen)
+        return min(1.0, math.exp(min(math.log(value) + log_scale, 0.0)) * widen)  # >= 1: capped
 
     upper = scaled(inner.upper, up)
     return Bracket(scaled(inner.lower, 1.0 / up), max(upper, math.ulp(0.0)))

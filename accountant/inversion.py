@@ -86,7 +86,10 @@ def _illinois(
     while hi - lo > EPS_TOL:
         width = hi - lo
         g_step = ghi if math.isfinite(ghi) else min(g_zero, glo - 1.0)
-        if math.isfinite(glo) and glo > g_step:
+        # fn(hi) = 0 and hi kept last step: bisect (the g_zero step can creep by 1e-3 of the
+        # width per call, thousands of calls across [0, eps0] at eps0 = 700).
+        creeping = kept == -1 and not math.isfinite(ghi)
+        if math.isfinite(glo) and glo > g_step and not creeping:
             x = hi - g_step * width / (g_step - glo)
             margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
             x = min(max(x, lo + margin), hi - margin)
