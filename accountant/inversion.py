@@ -22,7 +22,10 @@ from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9
-#: Largest eps searched (beyond it a bound that never reaches the target reports inf).
+#: Largest eps searched (beyond it a bound that never reaches the target reports inf). inf is
+#: honest: the bound was checked above the target at an eps >= EPS_CAP (max(EPS_CAP, start) after
+#: doubling from start), so it certifies no finite eps; strong-adversary is constant beyond
+#: log(n - 1) and really never reaches a target below (1 - pb)^(n-1). A few evaluations, not minutes.
 EPS_CAP = 64.0
 
 
