@@ -69,18 +69,22 @@ def scaled_mean_positive_part(mech: ShuffledKRR, eps: float, atoms: list[Atom]) 
     """(E0 Ee / n) E[(sum G)_+] from atoms divided by E0 Ee; log-space scale, capped at 1."""
     inner = mean_positive_part(mech.n, atoms)
     log_scale = mech.eps0 + eps
-    # e^(eps0 + eps) rounds to within 1 ulp relative; widen by 4 ulp each way.
-    up = 1.0 + 4.0 * 2.0**-52
 
-    def scaled(value: float, widen: float, pad: float) -> float:
+    def scaled(value: float, sign: float) -> float:
         if value <= 0.0:
             return 0.0
-        result = math.exp(math.log(value) + log_scale) * widen
+        exponent = math.log(value) + log_scale
+        # log, + and exp each round by an ulp of their magnitudes: the exponent is off by at most
+        # 2 ulp (|log value| + |log_scale|), a relative error of the result; widen by 4 of them
+        # plus 4 ulp (the atoms were divided by E0 Ee = e^(eps0 + eps)).
+        slack = 4.0 * 2.0**-52 * (abs(math.log(value)) + abs(log_scale) + 1.0)
+        # The exponent is capped at 0 (a value >= 1 is capped at 1 anyway): no overflow.
+        result = math.exp(min(exponent + sign * slack, 0.0))
         # Below the normal range a double keeps less than 53 bits: pad by two of its ulps.
-        return min(1.0, max(0.0, result + pad * 2.0 * math.ulp(result)))
+        return min(1.0, max(0.0, result + sign * 2.0 * math.ulp(result)))
 
-    upper = scaled(inner.upper, up, 1.0)
-    return Bracket(scaled(inner.lower, 1.0 / up, -1.0), max(upper, math.ulp(0.0)))
+    upper = scaled(inner.upper, 1.0)
+    return Bracket(scaled(inner.lower, -1.0), max(upper, math.ulp(0.0)))
 
 
 class OptimalBlanket(Bound):

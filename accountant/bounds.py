@@ -233,6 +233,7 @@ class WangKRR(Bound):
         return self.guarantee_k2 if mech.k == 2 else self.guarantee
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        _require_two_count_range(self.name, mech, eps)
         return TwoCountPair.wang(mech).delta(eps)
 
 
@@ -255,10 +256,25 @@ class AllOthersX0(Bound):
     )
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        _require_two_count_range(self.name, mech, eps)
         pt, pb = mech.pt_precise, mech.pb_precise
         forward = TwoCountPair(mechanism=mech, alpha=pt, beta=pb).delta(eps)
         reverse = TwoCountPair(mechanism=mech, alpha=pb, beta=pt).delta(eps)
         return Bracket(max(forward.lower, reverse.lower), max(forward.upper, reverse.upper))
+
+
+#: TwoCountPair divides coefficients ~ e^eps by theta ~ pb ~ e^-eps0: beyond this sum of the
+#: two exponents the quotient overflows double precision.
+TWO_COUNT_LIMIT = 700.0
+
+
+def _require_two_count_range(name: str, mech: ShuffledKRR, eps: float) -> None:
+    if eps < mech.eps0 and eps + mech.eps0 + math.log(mech.k) > TWO_COUNT_LIMIT:
+        raise OutsideConditionsError(
+            f"{name} needs eps + eps0 + log(k) <= {TWO_COUNT_LIMIT:g} below eps0 (its "
+            f"coefficients e^eps / pb overflow double precision beyond it), got "
+            f"eps={eps:g}, eps0={mech.eps0:g}, k={mech.k}"
+        )
 
 
 @dataclass(frozen=True, slots=True)

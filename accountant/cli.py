@@ -16,7 +16,7 @@ from .bounds import (
     SingleBin,
 )
 from .inversion import eps_for_delta
-from .mechanism import InvalidParameterError, ShuffledKRR
+from .mechanism import N_MAX, InvalidParameterError, ShuffledKRR
 from .registry import BOUND_NAMES, make_bound, needs_nx0
 from .renyi_girgis import RenyiGirgis, compose_rdp
 from .tight import Tight, witness_dataset
@@ -30,7 +30,9 @@ def add_parser(subparsers: Any) -> None:
         "shuffle. The default bound, tight, reports the valid guarantee delta_upper and a lower "
         "bound delta_lower on the true worst case.",
     )
-    p.add_argument("--n", type=int, required=True, help="number of users (>= 2)")
+    p.add_argument(
+        "--n", type=user_count, required=True, help=f"number of users (2 .. {N_MAX:.0e}; 1e6 is ok)"
+    )
     p.add_argument("--k", type=int, required=True, help="number of values (>= 2)")
     p.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon (> 0)")
     target = p.add_mutually_exclusive_group(required=True)
@@ -47,6 +49,28 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--rounds", type=int, default=1, help="compose over R rounds (default 1)")
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
+
+
+def user_count(text: str) -> int:
+    """--n as an integer, also written like 1e6; refuses non-integers and values above N_MAX
+    (argparse turns the error into one line naming --n)."""
+    try:
+        value = float(text) if any(c in text for c in ".eE") else int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"must be an integer (e.g. 1000 or 1e6), got {text!r}"
+        ) from None
+    if isinstance(value, float) and not (math.isfinite(value) and value.is_integer()):
+        raise argparse.ArgumentTypeError(
+            f"must be an integer (e.g. 1000 or 1e6), got {text!r}"
+        ) from None
+    count = int(value)
+    if count > N_MAX:
+        raise argparse.ArgumentTypeError(
+            f"must be <= {N_MAX:_} (the range the exact bounds are built and tested for), "
+            f"got {text}"
+        )
+    return count
 
 
 def run(args: argparse.Namespace) -> int:

@@ -141,7 +141,9 @@ def _tilt(
     var = float(np.sum(np.asarray(p) * gv * gv)) - mean * mean
     # A small floor keeps 1 / (e theta) of the dropped-mass bound finite as eps -> 0 (the root
     # -> 0); 1e-3 / sd(S) leaves the tilt negligible there and never exceeds a real root by much.
-    floor = 1e-3 / math.sqrt(max(n * var, 1e-300))
+    # Capped at 1 (|g| <= 1 after scaling): at n pb ~ e^-100 the uncapped floor reached 5e18, the
+    # weights e^(-theta S) underflowed and the bracket came out near 1e-280 where the truth is ~1.
+    floor = min(1e-3 / math.sqrt(max(n * var, 1e-300)), 1.0)
 
     def balance(theta: float) -> float:
         terms = lp + theta * gv
@@ -291,12 +293,14 @@ def _block(
     ds = eta * (
         abs(g1) * j + abs(g2) * (t[:, None] - j) + max(abs(g3), abs(g4)) * r_trials[:, None]
     )
-    if beta < 0.0:
+    if beta < -1e-290:
         row, row_err = _rows_with_r(r_lo, pj, pr, -beta, s_jt, s_round + ds, s.theta)
         log_scale = math.log(-beta)
-    else:  # g_3 == g_4: S does not depend on R (and the R window sums to its mass)
+    else:  # g_3 == g_4: S does not depend on R (and the R window sums to its mass); also for
+        # |beta| <= 1e-290 (eps0 = 700, eps = 1e-9), where s / |beta| overflows: |beta| R goes
+        # into the error instead.
         s_val = s_jt
-        ds = ds + s_round
+        ds = ds + s_round - beta * r_trials[:, None]
         weight = np.exp(-s.theta * np.maximum(s_val, 0.0))
         mass = np.sum(pr, axis=1)[:, None]
         row = np.sum(pj * mass * np.maximum(s_val, 0.0) * weight, axis=1)
@@ -422,4 +426,6 @@ def _relative_error(n: int, s: _Setup, laws: _Laws, t: FloatArray, j_w: int, r_w
         + 4.04 * tilt_relerr * n
         + s.theta * (COEF_RELERR + 4.0 * _ULP) * n
     )
-    return math.expm1(log_err) + 16.0 * (j_w + 2 * r_w + 8) * _ULP
+    # Capped: beyond e^700 the error swamps every value anyway (the bracket's upper side then
+    # reaches 1), and expm1 would overflow (huge theta at large eps0: n = 2, eps0 = 100).
+    return math.expm1(min(log_err, 700.0)) + 16.0 * (j_w + 2 * r_w + 8) * _ULP

@@ -23,7 +23,10 @@ from .tight import Tight, bracket_ratio, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9
-#: Largest eps searched (beyond it a bound that never reaches the target reports inf).
+#: Largest eps searched (beyond it a bound that never reaches the target reports inf). inf is
+#: honest: the bound was checked above the target at an eps >= EPS_CAP (max(EPS_CAP, start) after
+#: doubling from start), so it certifies no finite eps; strong-adversary is constant beyond
+#: log(n - 1) and really never reaches a target below (1 - pb)^(n-1). A few evaluations, not minutes.
 EPS_CAP = 64.0
 
 
@@ -87,7 +90,10 @@ def _illinois(
     while hi - lo > EPS_TOL:
         width = hi - lo
         g_step = ghi if math.isfinite(ghi) else min(g_zero, glo - 1.0)
-        if math.isfinite(glo) and glo > g_step:
+        # fn(hi) = 0 and hi kept last step: bisect (the g_zero step can creep by 1e-3 of the
+        # width per call, thousands of calls across [0, eps0] at eps0 = 700).
+        creeping = kept == -1 and not math.isfinite(ghi)
+        if math.isfinite(glo) and glo > g_step and not creeping:
             x = hi - g_step * width / (g_step - glo)
             margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
             x = min(max(x, lo + margin), hi - margin)

@@ -10,6 +10,14 @@ class InvalidParameterError(ValueError):
     """A mechanism or query parameter breaks a stated rule (the message names rule and value)."""
 
 
+#: Largest eps0 accepted. k-RR's pb = e^-eps0 / (1 + (k-1) e^-eps0) is a normal double down to
+#: about 1e-308 (eps0 ~ 709); 700 leaves room for the factors k and n that multiply it.
+EPS0_MAX = 700.0
+#: Largest n accepted: the range the exact engines are built and tested for (their cost grows
+#: with n, about sqrt(n) tail evaluations per eps; bench/accountant_grid.py).
+N_MAX = 10**9
+
+
 def require_finite(name: str, value: float) -> float:
     """`value` as a float, or InvalidParameterError if it is not a finite real number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
@@ -58,6 +66,21 @@ def require_int(
         raise InvalidParameterError(f"{name} must be in {where}[{low}, {high}], got {value}")
 
 
+def check_range(n: int, eps0: float) -> None:
+    """InvalidParameterError naming the command-line flag if n or eps0 is beyond the accountant's
+    stated range (:data:`N_MAX`, :data:`EPS0_MAX`; docs/accounting.md, "Range")."""
+    if n > N_MAX:
+        raise InvalidParameterError(
+            f"--n must be <= {N_MAX:_} (the range the exact bounds are built and tested for), "
+            f"got {n:_}"
+        )
+    if eps0 > EPS0_MAX:
+        raise InvalidParameterError(
+            f"--eps0 must be <= {EPS0_MAX:g} (k-RR's probability e^-eps0 underflows double "
+            f"precision beyond it), got {eps0:g}"
+        )
+
+
 def krr_log_probabilities(k: int, eps0: float) -> tuple[float, float]:
     """(log pt, log pb) of k-RR for already validated k >= 2 and eps0 > 0:
     pt = e^eps0 / (e^eps0 + k - 1), pb = 1 / (e^eps0 + k - 1).
@@ -86,6 +109,7 @@ class ShuffledKRR:
         require_int("n", self.n, 2)
         require_int("k", self.k, 2)
         object.__setattr__(self, "eps0", require_positive("eps0", self.eps0))
+        check_range(self.n, self.eps0)
 
     @property
     def log_pt(self) -> float:

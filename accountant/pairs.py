@@ -188,6 +188,11 @@ class CloneFormPair:
         """A bracket on H_eps(P || Q) (= H_eps(Q || P))."""
         if eps >= self.max_loss:
             return Bracket.exact_zero()
+        if math.isinf(self.max_loss):
+            # L = inf (p = 1): an outcome Q can produce has P_c(a) / Q_c(a) = b(a-1) / b(a)
+            # = a / (c - a + 1) <= c <= n_others, so for eps >= log(n_others) only the outcomes Q
+            # cannot produce count and delta is constant (E[2^-C]). Clamping keeps e^eps finite.
+            eps = min(eps, math.log(self.n_others))
         with np.errstate(divide="ignore", invalid="ignore"):  # log(0) = -inf is intended
             return _narrow_then_wide(
                 lambda depth: self._delta(eps, depth),

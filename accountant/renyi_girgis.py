@@ -135,6 +135,17 @@ def rdp_curve(n: int, eps0: float) -> tuple[FloatArray, FloatArray]:
     return np.array(ORDERS, dtype=np.float64), np.array(_curve(n, float(eps0)))
 
 
+#: Smallest RDP value passed to dp-accounting: its KL branch forms log1p(-exp(-r)), which
+#: raises (math domain error) once exp(-r) rounds to 1 (r < 2^-53, e.g. eps0 = 1e-6, n = 1e6).
+RDP_FLOOR = 2.0**-40
+
+
+def _floor_rdp(rdp: FloatArray) -> FloatArray:
+    """rdp raised to at least RDP_FLOOR: a larger RDP bound is still a valid bound."""
+    floored: FloatArray = np.maximum(rdp, RDP_FLOOR)
+    return floored
+
+
 def delta_from_rdp(orders: FloatArray, rdp: FloatArray, eps: float) -> tuple[float, int]:
     """(delta, best order) at eps from an RDP curve: dp-accounting's compute_delta (Lemma 2.1
     with the KL bound), rounded up. Its float error in log delta is a few ulp of
@@ -144,6 +155,7 @@ def delta_from_rdp(orders: FloatArray, rdp: FloatArray, eps: float) -> tuple[flo
     from dp_accounting.rdp import rdp_privacy_accountant as rdp_lib  # lazy: ~1 s import
 
     eps = require_eps(eps)
+    rdp = _floor_rdp(rdp)
     delta, order = rdp_lib.compute_delta(orders, rdp, eps)
     r = float(rdp[int(np.argmax(orders == order))])
     kl_branch = r > 0 and delta >= math.sqrt(-math.expm1(-r)) * (1.0 - 1e-15)

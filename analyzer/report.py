@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
+from shuffledp.accountant import OutsideConditionsError, ShuffledKRR, Tight, eps_for_delta
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     require_delta,
@@ -182,17 +182,18 @@ def _privacy(
             f"got n_received = {n}"
         )
         return section
-    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     tight = Tight()
     try:
+        mech = ShuffledKRR(n=n, k=k, eps0=eps0)
         if eps is None:
             inverted = eps_for_delta(tight, mech, target_delta)
             eps = float(inverted.eps)
             section["eps_lower"] = float(inverted.eps_lower)
         at_eps = tight.delta(mech, eps)
-    except ArithmeticError as exc:
-        # The accountant's own consistency check failed (e.g. its bracket inverted): claim no
-        # guarantee rather than one that may be wrong.
+    except (ArithmeticError, InvalidParameterError, OutsideConditionsError) as exc:
+        # The accountant's own consistency check failed (e.g. its bracket inverted), or the round
+        # lies outside its range (settings are checked at start-up; this is the last line): claim
+        # no guarantee rather than crash or give one that may be wrong.
         section["eps"] = None if section["mode"] == "eps at target delta" else eps
         section["error"] = f"the accountant could not certify a guarantee: {exc}"
         return section

@@ -42,6 +42,7 @@ from nacl.public import PrivateKey
 
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
+    check_range,
     require_delta,
     require_eps,
     require_int,
@@ -102,6 +103,8 @@ class AnalyzerSettings:
         require_positive("eps0", self.eps0)
         require_int("n_hops", self.n_hops, 1)
         require_int("n_expected", self.n_expected, 1)
+        # The accountant's range, checked before the round runs (not when the report is built).
+        check_range(self.n_expected, self.eps0)
         require_positive("deadline", self.deadline)
         require_delta(self.target_delta)
         if self.eps is not None:

@@ -52,6 +52,7 @@ from shuffledp.access import (
 )
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
+    check_range,
     require_delta,
     require_eps,
     require_int,
@@ -130,6 +131,8 @@ class SimulationOptions:
             require_int("n", self.n, 2)
         require_int("k", self.k, 2, MAX_K)
         require_positive("eps0", self.eps0)
+        # The accountant's range, checked before anything is launched.
+        check_range(self.n if self.n is not None else 2, self.eps0)
         require_int("hops", self.hops, 1, 64)
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")

@@ -318,7 +318,10 @@ BAD_INPUT = [
     ([*BASE, "--eps", "0.1", "--delta", "0.01"], "not allowed with argument"),
     ([*BASE, "--eps", "0.1", "--rounds", "0"], "rounds must be an integer >= 1"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
-    (["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"], "invalid int value: '2.5'"),
+    (
+        ["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"],
+        "argument --n: must be an integer (e.g. 1000 or 1e6), got '2.5'",
+    ),
 ]
 
 
