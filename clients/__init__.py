@@ -1,1 +1,2 @@
-"""shuffledp.clients: see ../shared/DESIGN.md; built in a later issue."""
+"""shuffledp.clients: client processes that apply k-RR locally, onion-encrypt and send their
+reports; see README.md, "Architecture"."""

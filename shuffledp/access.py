@@ -307,7 +307,7 @@ MAX_PACKET_BYTES = 16 * 1024 * 1024
 
 MOSQUITTO_DELIVERY_SETTINGS = f"""\
 # No per-client cap on queued QoS 1/2 messages: the default (1000) silently drops QoS 1 messages
-# to a subscriber that falls behind (27-34 % lost with one paused 3 s, shared/TRANSPORT.md).
+# to a subscriber that falls behind (27-34 % lost with one paused 3 s, measured when the transport was chosen).
 max_queued_messages 0
 # No byte cap on that queue either (Mosquitto's default, stated so that nobody adds one).
 max_queued_bytes 0

@@ -1,1 +1,2 @@
-"""shuffledp.shuffler: see ../shared/DESIGN.md; built in a later issue."""
+"""shuffledp.shuffler: the mixnet-style cascade of hops (batch, peel one onion layer, permute,
+forward), with its journal for crash recovery; see README.md, "Architecture"."""

@@ -1,1 +1,2 @@
-"""shuffledp.simulations: see ../shared/DESIGN.md; built in a later issue."""
+"""shuffledp.simulations: brokers, data sets, the multi-process launcher, streams, the empirical
+audit and the experiments; see README.md and docs/."""

@@ -5,7 +5,7 @@ one machine, and an anonymous broker must not be reachable from the network.
 
 - :class:`EmbeddedBroker` runs amqtt inside the current event loop; no setup, fine for the default
   runs (amqtt 0.12 with aiomqtt: ~2,600 QoS 1 messages/s with the broker in a process of its own,
-  shared/TRANSPORT.md; ~1,400/s when broker, publisher and subscriber share one event loop).
+  measured when the transport was chosen; ~1,400/s when broker, publisher and subscriber share one event loop).
 - :class:`MosquittoBroker` starts ``mosquitto -c CONF`` as a child process on a free port with the
   configuration of :data:`MOSQUITTO_CONFIG_TEMPLATE`; for large runs and the integration tests.
   The same configuration ships as ``deploy/mosquitto.conf`` (port 1883) for users who run

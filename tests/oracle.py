@@ -6,7 +6,7 @@ float-based accountant can resolve). Nothing here uses binomial tails or any oth
 the production code relies on: histograms are built by dynamic programming over users (one user
 convolved at a time) and hockey-stick divergences are plain sums over all outcomes.
 
-Model (see /work/shared/ACCOUNTING.md): n users, values {0..k-1}, k-RR with parameter eps0 reports
+Model (see docs/accounting.md): n users, values {0..k-1}, k-RR with parameter eps0 reports
 the true value w.p. pt = e^eps0/(e^eps0+k-1) and each other value w.p. pb = 1/(e^eps0+k-1). The
 distinguished user u holds 0 (dataset D, law P) or 1 (dataset D', law Q); the other n-1 users hold
 the same values in both. The released output is the histogram (count per value) of all n reports.

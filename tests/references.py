@@ -4,7 +4,7 @@ Test reference, not production code. Everything is computed at :data:`DPS` signi
 with mpmath; every ``eps0``/``eps`` argument is converted with ``mpmath.mpf`` (a float converts
 exactly, so ``eps0=0.05`` means the binary double nearest 0.05, as in the production code).
 
-Notation (/work/shared/ACCOUNTING.md): E0 = e^eps0, Ee = e^eps, D = E0 + k - 1, pt = E0 / D,
+Notation (docs/accounting.md): E0 = e^eps0, Ee = e^eps, D = E0 + k - 1, pt = E0 / D,
 pb = 1 / D; the distinguished user u holds x0 (law P) or x1 (law Q), the other n - 1 users are
 the same in both; the released output is the histogram of all n k-RR reports.
 
@@ -175,7 +175,7 @@ def g_form_delta(n: int, values: Sequence[Mpf], probs: Sequence[Mpf]) -> Mpf:
 
 
 def optimal_blanket_forms(k: int, eps0: Number, eps: Number) -> tuple[list[Mpf], list[Mpf]]:
-    """Su, Cheng, Wang (IEEE S&P 2026) privacy-blanket G for k-RR, as stated in ACCOUNTING.md
+    """Su, Cheng, Wang (IEEE S&P 2026) privacy-blanket G for k-RR, as stated in docs/accounting.md
     section 2b: E0-Ee w.p. 1/D; 1-Ee E0 w.p. 1/D; 1-Ee w.p. (k-2)/D; 0 w.p. (E0-1)/D."""
     e0, ee, d, _, _ = params(k, eps0, eps)
     with mpmath.workdps(DPS):

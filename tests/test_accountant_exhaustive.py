@@ -4,7 +4,7 @@ The truth is tests/oracle_float.py: every dataset of the other n - 1 users, the 
 both directions, float64 with a rigorous bracket [lower, upper] for its own rounding; that oracle
 is itself checked here against the 80-digit mpmath oracle tests/oracle.py at small n. A valid
 upper bound must be >= the truth and a lower bound <= it, allowing the oracle's error on the
-safe side only: upper >= truth.lower, lower <= truth.upper (ACCOUNTING.md sections 2-4).
+safe side only: upper >= truth.lower, lower <= truth.upper (docs/accounting.md sections 2-4).
 
 One shared contract class for the interface "a bound with a kind" (as dp_accounting's shared
 test classes), instantiated for every name in BOUND_NAMES whose bound is of kind upper or lower,
@@ -267,7 +267,7 @@ def test_production_family_f_rejects_a_outside_range() -> None:
 @pytest.mark.parametrize(("n", "k", "eps0"), CASES)
 def test_optimal_blanket_reference_is_an_upper_bound(n: int, k: int, eps0: float) -> None:
     """Expected values: tests/oracle_float.py (exhaustive). The reference G-form of Su, Cheng,
-    Wang (ACCOUNTING.md section 2b, tests/references.py) is >= the worst case."""
+    Wang (docs/accounting.md section 2b, tests/references.py) is >= the worst case."""
     for case in truth(n, k, eps0):
         value = references.optimal_blanket_reference(n, k, eps0, case.eps)
         assert value >= case.lower, (case, value)

@@ -6,7 +6,7 @@ are precomputed). The production classes OptimalBlanket and FamilyF(a) must brac
 reference with a relative width of at most 1e-9 (below the normal double range, 2.2e-308, only
 containment); they are looked up at run time and the tests skip while they do not exist.
 
-The references themselves are checked here against ACCOUNTING.md's checked values, against brute
+The references themselves are checked here against the checked values in docs/accounting.md, against brute
 force over the G-form's categories, and against the 80-digit exhaustive oracle tests/oracle.py
 at small n; tests/test_accountant_exhaustive.py checks them against the float exhaustive oracle.
 """
@@ -109,7 +109,7 @@ def test_table_metadata_and_coverage() -> None:
 
 
 def test_table_matches_accounting_md() -> None:
-    """Expected values: ACCOUNTING.md section 2b/3, n=100, k=10, eps0=2, eps=1: optimal-blanket
+    """Expected values: docs/accounting.md section 2b/3, n=100, k=10, eps0=2, eps=1: optimal-blanket
     4.797720777e-8, all-others-x2 (F(0)) 3.5602189e-8."""
     found = {
         (r["bound"], r["a"]): _mp(r["value"])
@@ -122,7 +122,7 @@ def test_table_matches_accounting_md() -> None:
 
 
 def test_table_upper_bound_is_above_every_dataset() -> None:
-    """Expected: optimal-blanket is a valid upper bound (ACCOUNTING.md 2b), so at every
+    """Expected: optimal-blanket is a valid upper bound (docs/accounting.md 2b), so at every
     (n, k, eps0, eps) of the table it is >= every F(a) value there (each a concrete dataset's
     delta); and F(0) has equal directions (x0 <-> x1 symmetry) as the brief's G-form claims."""
     upper: dict[tuple[Any, ...], Any] = {}
@@ -169,7 +169,7 @@ def test_table_is_what_the_references_compute(record: dict[str, Any]) -> None:
 
 
 def test_optimal_blanket_matches_accounting_md_small_case() -> None:
-    """Expected values: ACCOUNTING.md 2b, (n, k, eps0, eps) = (4, 3, 0.5, 0.3): optimal-blanket
+    """Expected values: docs/accounting.md 2b, (n, k, eps0, eps) = (4, 3, 0.5, 0.3): optimal-blanket
     1.33633478e-2 and the true worst case 1.24612e-2 (tests/oracle.py, 80 digits)."""
     value = references.optimal_blanket_reference(4, 3, 0.5, 0.3)
     worst, _ = oracle.worst_case_delta(4, 3, 0.5, 0.3)
@@ -181,7 +181,7 @@ def test_optimal_blanket_matches_accounting_md_small_case() -> None:
 
 @pytest.mark.parametrize(("k", "eps0", "eps"), [(2, 0.5, 0.1), (3, 2.0, 1.0), (10, 8.0, 0.05)])
 def test_optimal_blanket_at_n1_is_krr(k: int, eps0: float, eps: float) -> None:
-    """Expected value: ACCOUNTING.md 2b, n = 1 gives (E0 - Ee) / D, the delta of k-RR itself."""
+    """Expected value: docs/accounting.md 2b, n = 1 gives (E0 - Ee) / D, the delta of k-RR itself."""
     e0, ee, d, _, _ = references.params(k, eps0, eps)
     value = references.optimal_blanket_reference(1, k, eps0, eps)
     with mpmath.workdps(references.DPS):
@@ -226,7 +226,7 @@ def test_g_form_summation_against_brute_force(n: int, k: int, eps0: float, eps: 
 def test_family_f_against_the_mpmath_oracle(n: int, k: int, eps0: float, eps: float) -> None:
     """Expected values: tests/oracle.py's dataset_delta_pair (full histogram, DP over users, 80
     digits) of the dataset F(a), both directions, every a; and the brief's G-forms for F(0) and
-    F(n-1) (ACCOUNTING.md / lead's derivation) equal those exact deltas."""
+    F(n-1) (docs/accounting.md / lead's derivation) equal those exact deltas."""
     third = 1 if k == 2 else 2
     for a in range(n):
         others = (0,) * a + (third,) * (n - 1 - a)

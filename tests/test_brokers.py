@@ -1,7 +1,7 @@
 """The MQTT brokers (embedded amqtt, Mosquitto), the broker URL rule and `shuffledp broker`.
 
 Every test talks to brokers on 127.0.0.1 only, each on its own free port, under its own topic
-prefix; QoS 1 delivery is checked by counting at the receiver (shared/TRANSPORT.md: loss and
+prefix; QoS 1 delivery is checked by counting at the receiver (measured when the transport was chosen: loss and
 duplicates show only there).
 """
 

@@ -2,7 +2,7 @@
 
 Most tests drive :func:`shuffledp.cli.main` in-process (capsys); two run the installed command in a
 subprocess to check the real exit code and streams. Numbers printed by the CLI are compared with
-the library (same process, so exactly equal), with the published / ACCOUNTING.md values, and with
+the library (same process, so exactly equal), with the published / docs/accounting.md values, and with
 the independent mpmath references in tests/mpmath_pairs.py.
 """
 
@@ -135,14 +135,14 @@ def test_tight_eps_json_matches_library(
 
 
 # ----------------------------------------------------------------------------------------------
-# single-bin: ACCOUNTING.md section 1, exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
+# single-bin: docs/accounting.md section 1, exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
 # ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("eps", "published"),
     [
-        ("0.1", 6.1467e-3),  # ACCOUNTING.md section 1 table, "exact H(P0 || P1)" row
+        ("0.1", 6.1467e-3),  # docs/accounting.md section 1 table, "exact H(P0 || P1)" row
         ("0.5", 2.6062e-8),
         ("1.0", 2.6981e-18),
     ],

@@ -8,7 +8,7 @@ What is checked, from the contract in accountant/inversion.py:
   lower value was checked to be above the target, and the target is met 2e-9 higher;
 * for both: the exact eps(delta) of the pair (tests/mpmath_pairs.py, 60 digits) or of the whole
   mechanism (tests/oracle.py, exhaustive, 80 digits) lies inside [eps_lower, eps_upper];
-* published / ACCOUNTING.md values (clones at n = 1e5, strong-adversary at n = 1000).
+* published / docs/accounting.md values (clones at n = 1e5, strong-adversary at n = 1000).
 """
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_clones_upper_at_large_eps0_and_eps() -> None:
 
 @pytest.mark.parametrize("k", [2, 10, 50])
 def test_clones_known_answer(k: int) -> None:
-    # ACCOUNTING.md section 2: clones (Feldman, McMillan, Talwar), eps at delta = 1e-6,
+    # docs/accounting.md section 2: clones (Feldman, McMillan, Talwar), eps at delta = 1e-6,
     # n = 1e5, eps0 = 4 -> 0.169770. The clones pair does not involve k.
     result = eps_for_delta(Clones(), ShuffledKRR(n=10**5, k=k, eps0=4.0), 1e-6)
     assert round(result.eps, 6) == 0.169770
@@ -170,7 +170,7 @@ def test_clones_known_answer(k: int) -> None:
 @pytest.mark.parametrize(
     ("eps", "delta"),
     [
-        # ACCOUNTING.md section 2 (checked there at high precision): strong-adversary,
+        # docs/accounting.md section 2 (checked there at high precision): strong-adversary,
         # n = 1000, k = 4, eps0 = ln 13: delta(0.5) = 2.2446543775e-4, delta(1) = 8.2924068726e-9.
         # Inverting at those deltas must give back eps; the 11 printed digits pin eps to ~1e-10.
         (0.5, 2.2446543775e-4),
@@ -278,7 +278,7 @@ def test_calibrate_eps0_meets_target_and_is_largest(
 
 
 def test_calibrate_eps0_clones_known_answer() -> None:
-    # Inverse of the ACCOUNTING.md clones value (n = 1e5, eps0 = 4 -> eps = 0.169770 at
+    # Inverse of the docs/accounting.md clones value (n = 1e5, eps0 = 4 -> eps = 0.169770 at
     # delta = 1e-6). d eps / d eps0 is about eps / 2 there, so the 6 printed digits of eps
     # (+-5e-7) pin eps0 to about +-1e-5.
     eps0 = calibrate_eps0(10**5, 2, 0.169770, 1e-6, bound=Clones())
