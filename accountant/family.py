@@ -39,13 +39,15 @@ from .bounds import (
 )
 from .gsum import Atom, TooLargeError
 from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from .numerics import FloatArray, log_sum
+from .numerics import FloatArray, log_binom_pmf, log_sum
 from .pairs import Bracket
 
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
-DP_MAX_N = 60
+DP_MAX_N = 200
 #: Up to this n, ``tight`` maximises over every a; above it over :func:`candidates`.
 ALL_A_UP_TO = 24
+#: Up to this n, ``tight`` also tries a in {1, 2, n - 3, n - 2} (about 0.1 s each at n = 60).
+NEAR_ENDS_UP_TO = 60
 
 
 def _require_a(mech: ShuffledKRR, a: int) -> None:
@@ -130,40 +132,63 @@ def _dp_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
 
 
 def _count_laws(mech: ShuffledKRR, a: int) -> tuple[FloatArray, FloatArray]:
-    """log P and log Q of the counts (x0, x1, x2) of all n reports (the rest is implicit)."""
+    """log P and log Q of the counts (N_x0, N_x1, N_x2) of all n reports, indexed [N0, N2, N1].
+
+    Nobody else holds x1, so every other user reports x1 or one of the k - 3 rest values (the
+    "noise" values) w.p. (k - 2) pb, uniformly among them: given the others' counts V(x0, x2)
+    (a 2-d law, by dynamic programming over the others in log space), the noise count splits
+    binomially. With L = n - N0 - N2 and b_L = Bin(L, 1/(k - 2)):
+        P = b_L(N1) (pt V(N0-1, N2) + pb V(N0, N2-1) + (k - 2) pb V(N0, N2)),
+        Q = b_L(N1) (pb V(N0-1, N2) + pb V(N0, N2-1) + (k - 2) V(N0, N2) (pb + (pt - pb) N1 / L)),
+    u's report being x0, x2, or a noise value (x1 w.p. pt under Q, pb under P).
+    """
     n, k = mech.n, mech.k
     lt, lb = math.log(mech.pt_precise), math.log(mech.pb_precise)
-    lr = math.log((k - 3) * mech.pb_precise) if k > 3 else -math.inf
-    law = np.full((n + 1, n + 1, n + 1), -np.inf)
-    law[0, 0, 0] = 0.0
+    l_noise = math.log((k - 2) * mech.pb_precise)
+    v = np.full((n + 1, n + 1), -np.inf)  # [x0, x2] of the others
+    v[0, 0] = 0.0
     for holder in [0] * a + [2] * (n - 1 - a):
-        law = _add_user(law, _report(holder, lt, lb), lr)
-    return _add_user(law, _report(0, lt, lb), lr), _add_user(law, _report(1, lt, lb), lr)
-
-
-def _report(value: int, lt: float, lb: float) -> tuple[float, float, float]:
-    return tuple(lt if v == value else lb for v in range(3))  # type: ignore[return-value]
-
-
-def _add_user(law: FloatArray, logs: tuple[float, float, float], log_rest: float) -> FloatArray:
-    out = law + log_rest
-    for axis, lp in enumerate(logs):
-        shifted = np.full_like(law, -np.inf)
-        src = [slice(None)] * 3
-        dst = [slice(None)] * 3
-        src[axis], dst[axis] = slice(0, -1), slice(1, None)
-        shifted[tuple(dst)] = law[tuple(src)] + lp
-        out = np.logaddexp(out, shifted)
-    return out
+        to_x0, to_x2 = (lt, lb) if holder == 0 else (lb, lt)
+        nxt = v + l_noise
+        nxt[1:, :] = np.logaddexp(nxt[1:, :], v[:-1, :] + to_x0)
+        nxt[:, 1:] = np.logaddexp(nxt[:, 1:], v[:, :-1] + to_x2)
+        v = nxt
+    v10 = np.full_like(v, -np.inf)
+    v10[1:, :] = v[:-1, :]
+    v01 = np.full_like(v, -np.inf)
+    v01[:, 1:] = v[:, :-1]
+    n0, n2 = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
+    size = n - n0 - n2  # L, the noise count of all n reports
+    n1 = np.arange(n + 1.0)[None, None, :]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_b = log_binom_pmf(
+            n1, np.maximum(size, 0.0)[:, :, None], 1.0 / (k - 2), (k - 3) / (k - 2)
+        )
+        common = np.logaddexp(v01 + lb, v + math.log(k - 2) + lb)  # x2, and noise at rate pb
+        log_a = np.logaddexp(v10 + lt, common)
+        # (k - 2) V (pt - pb) N1 / L, the part of Q's noise term above pb (0 where L = 0).
+        extra = (
+            v[:, :, None]
+            + math.log(k - 2)
+            + math.log(mech.pt_minus_pb)
+            + np.log(n1)
+            - np.log(np.maximum(size, 1.0))[:, :, None]
+        )
+        log_bq = np.logaddexp(np.logaddexp(v10 + lb, common)[:, :, None], extra)
+    inside = (size >= 0)[:, :, None] & (n1 <= size[:, :, None])
+    log_p = np.where(inside, log_b + log_a[:, :, None], -np.inf)
+    log_q = np.where(inside, log_b + log_bq, -np.inf)
+    return log_p, log_q
 
 
 def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tuple[float, float]:
     """(H_eps(P||Q), a bound on its error). Each log-probability is off by at most
-    d = 64 ulp (|log p| + n): the DP adds n users by logaddexp (a few ulp each). A term
-    P (1 - e^(eps - L)) then moves by at most P (2 d + 2 d) where L > eps - 2 d."""
+    d = 4 ulp n (|log p| + 4): the DP takes n steps of a few logaddexp each, each rounding by an
+    ulp of its result, whose magnitude only grows along the way (log-probabilities are added).
+    A term P (1 - e^(eps - L)) then moves by at most P (2 d + 2 d) where L > eps - 2 d."""
     lp, lq = log_p.ravel(), log_q.ravel()
     n = log_p.shape[0]
-    d = 64 * 2.0**-52 * (np.abs(np.where(np.isfinite(lp), lp, 0.0)) + n)
+    d = 4.0 * 2.0**-52 * n * (np.abs(np.where(np.isfinite(lp), lp, 0.0)) + 4.0)
     with np.errstate(invalid="ignore"):
         loss = lp - lq
     near = np.isfinite(lp) & (loss > eps - 2.0 * d)
@@ -178,7 +203,7 @@ def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tupl
 
 def candidates(mech: ShuffledKRR) -> list[int]:
     """The a values ``tight`` tries: every a for n <= ALL_A_UP_TO; otherwise a = 0 and n - 1
-    (k >= 3: intermediate a only while n <= DP_MAX_N, near the ends), and for k = 2 the first
+    (k >= 3: intermediate a only while n <= NEAR_ENDS_UP_TO, near the ends), and for k = 2 the first
     eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and five
     spread over the range."""
     n = mech.n
@@ -188,7 +213,7 @@ def candidates(mech: ShuffledKRR) -> list[int]:
         ends = list(range(min(8, n)))
         spread = [round(i * (n - 1) / 8) for i in range(5)]
         return sorted(set(ends + spread))
-    if n <= DP_MAX_N:
+    if n <= NEAR_ENDS_UP_TO:
         return sorted({0, 1, 2, n - 3, n - 2, n - 1})
     return [0, n - 1]
 

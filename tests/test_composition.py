@@ -43,7 +43,7 @@ from shuffledp.accountant import (  # noqa: E402
 )
 from shuffledp.accountant.bounds import CloneFormBound  # noqa: E402
 from shuffledp.accountant.composition import pld_from_log_pmfs  # noqa: E402
-from tests import mpmath_pairs  # noqa: E402
+from tests import mpmath_pairs, references  # noqa: E402
 
 Mpf = Any
 FloatArray = npt.NDArray[np.float64]
@@ -254,9 +254,11 @@ COMPOSE_MECH = (50, 4, 2.0)
 
 
 def _min_exact_pair_delta(n: int, k: int, eps0: float, eps: float) -> Mpf:
-    """min over the three dominating pairs of their exact one-round delta (mpmath)."""
+    """min over the four dominating pairs of their exact one-round delta (mpmath; the blanket
+    pair's by its G-form, tests/references.py)."""
     with mpmath.workdps(60):
         return min(
+            references.optimal_blanket_reference(n, k, eps0, eps),
             max(mpmath_pairs.strong_adversary(n, k, eps0, eps)),
             max(mpmath_pairs.clones(n, eps0, eps)),
             max(mpmath_pairs.krr_clones(n, k, eps0, eps)),

@@ -40,14 +40,16 @@ from shuffledp.accountant import (
 from shuffledp.accountant.bounds import CloneFormBound
 from shuffledp.accountant.composition import (
     DISCRETIZATION,
+    BlanketFamily,
     FastPLD,
+    PairSource,
     compose_rounds,
     local_krr_pld,
     pair_fast_pld,
 )
 from shuffledp.simulations.stream import UserLedger
 
-FAMILIES: list[CloneFormBound] = [StrongAdversary(), Clones(), KRRClones()]
+FAMILIES: list[PairSource] = [BlanketFamily(), StrongAdversary(), Clones(), KRRClones()]
 # Heterogeneous rounds of one stream: same k and eps0, different n.
 K, EPS0 = 4, 2.0
 SIZES = (40, 25, 60, 33)
@@ -87,6 +89,13 @@ def _direct_composition(
 # compose_rounds against dp-accounting's direct computation
 
 
+def _tolerance(bound: PairSource) -> float:
+    """How far two compositions of the same pair may differ: the blanket pair's listed outcomes
+    leave out up to about 1e-12 of mass per round (counted as infinite loss, PAIR_DEPTH), the
+    clone-form pairs far less."""
+    return 1e-11 if isinstance(bound, BlanketFamily) else 1e-12
+
+
 @pytest.mark.parametrize("bound", FAMILIES, ids=lambda b: b.name)
 @pytest.mark.parametrize("grid", [DISCRETIZATION, 1e-3])
 def test_compose_rounds_equals_dp_accounting_direct(bound: CloneFormBound, grid: float) -> None:
@@ -96,12 +105,13 @@ def test_compose_rounds_equals_dp_accounting_direct(bound: CloneFormBound, grid:
         ours = compose_rounds(mechs, eps=eps, bounds=[bound], discretization=grid)
         assert ours.pair == bound.name and ours.rounds == len(mechs)
         expected = min(1.0, float(direct.get_delta_for_epsilon(eps)))
-        assert ours.delta == pytest.approx(expected, rel=0, abs=1e-12), eps
+        assert ours.delta == pytest.approx(expected, rel=0, abs=_tolerance(bound)), eps
         assert ours.delta >= expected - 1e-15  # the left-out mass only adds
     for delta in (1e-2, 1e-4, 1e-6):
         ours = compose_rounds(mechs, delta=delta, bounds=[bound], discretization=grid)
         expected_eps = float(direct.get_epsilon_for_delta(delta))
-        assert ours.eps == pytest.approx(expected_eps, rel=1e-9, abs=1e-12), delta
+        rel = 1e-6 if isinstance(bound, BlanketFamily) else 1e-9  # see _tolerance
+        assert ours.eps == pytest.approx(expected_eps, rel=rel, abs=1e-12), delta
 
 
 def test_compose_rounds_is_the_minimum_over_families() -> None:
@@ -217,9 +227,12 @@ def test_fast_composition_equals_dp_accounting_compose(bound: CloneFormBound) ->
     direct = _direct_composition(bound, mechs, grid)
     for eps in (0.1, 0.7, 1.5):
         assert fast.delta(eps) == pytest.approx(
-            min(1.0, float(direct.get_delta_for_epsilon(eps))), rel=0, abs=1e-12
+            min(1.0, float(direct.get_delta_for_epsilon(eps))), rel=0, abs=_tolerance(bound)
         )
-    assert fast.eps(1e-6) == pytest.approx(float(direct.get_epsilon_for_delta(1e-6)), rel=1e-9)
+    # eps at 1e-6 moves by about (mass left out) / (d delta / d eps): 1e-6 relative for the
+    # blanket pair, 1e-9 for the clone-form pairs.
+    rel = 1e-6 if isinstance(bound, BlanketFamily) else 1e-9
+    assert fast.eps(1e-6) == pytest.approx(float(direct.get_epsilon_for_delta(1e-6)), rel=rel)
 
 
 def test_ledger_history_equals_compose_rounds() -> None:
