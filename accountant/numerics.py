@@ -123,7 +123,9 @@ def log_binom_sf(
         out[mid] = -np.inf if q <= 0.0 else 0.0
         return out
     mm, cc = m_arr[mid], c_arr[mid]
-    with np.errstate(divide="ignore"):
+    # A first-order correction (_sf_near_one) can leave a tail of order 1e-300 slightly below 0:
+    # its log is nan here, and every value below the floor is recomputed in log space just below.
+    with np.errstate(divide="ignore", invalid="ignore"):
         if qc is not None and q > 0.5:
             value = _sf_near_one(mm, cc, q, qc)
         else:
