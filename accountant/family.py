@@ -66,21 +66,16 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
         return SingleBin(a).bracket(mech, eps)
     require_eps0_in_range(mech)
     if a == mech.n - 1:
-        # The same value as the G-form below, by the two counts (N_x0, N_x1), O(sqrt(n)).
+        # The same value as all_x0_g_form, by the two counts (N_x0, N_x1), O(sqrt(n)).
         return AllOthersX0().bracket(mech, eps)
     if a == 0 and mech.k == 3:
         # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0).
         return WangKRR().bracket(mech, eps)
-    try:
-        if a == 0:
+    if a == 0:
+        try:
             return scaled_mean_positive_part(mech, eps, _atoms_all_x2(mech, eps))
-        if a == mech.n - 1:
-            forward, reverse = _atoms_all_x0(mech, eps)
-            b1 = scaled_mean_positive_part(mech, eps, forward)
-            b2 = scaled_mean_positive_part(mech, eps, reverse)
-            return Bracket(max(b1.lower, b2.lower), max(b1.upper, b2.upper))
-    except TooLargeError as exc:
-        raise OutsideConditionsError(f"family-f: {exc}") from None
+        except TooLargeError as exc:
+            raise OutsideConditionsError(f"family-f: {exc}") from None
     if mech.n > DP_MAX_N:
         raise OutsideConditionsError(
             f"family-f with 0 < a < n-1 needs n <= {DP_MAX_N} (a = 0 and a = n-1 work at any n), "
@@ -99,6 +94,15 @@ def _atoms_all_x2(mech: ShuffledKRR, eps: float) -> list[Atom]:
         Atom(math.exp(-2.0 * e0) * math.expm1(-eps), pt),
         Atom(math.exp(-e0) * math.expm1(-eps), (mech.k - 3) * pb),
     ]
+
+
+def all_x0_g_form(mech: ShuffledKRR, eps: float) -> Bracket:
+    """F(n - 1) by its G-forms (both directions), the independent check of the two-count pair
+    that :func:`family_delta` uses for it (tests/test_blanket.py); eps < eps0, k >= 3."""
+    forward, reverse = _atoms_all_x0(mech, eps)
+    b1 = scaled_mean_positive_part(mech, eps, forward)
+    b2 = scaled_mean_positive_part(mech, eps, reverse)
+    return Bracket(max(b1.lower, b2.lower), max(b1.upper, b2.upper))
 
 
 def _atoms_all_x0(mech: ShuffledKRR, eps: float) -> tuple[list[Atom], list[Atom]]:
@@ -126,8 +130,7 @@ def _dp_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
     log_p, log_q = _count_laws(mech, a)
     d1, e1 = _hockey_with_error(log_p, log_q, eps)
     d2, e2 = _hockey_with_error(log_q, log_p, eps)
-    value, err = (d1, e1) if d1 >= d2 else (d2, e2)
-    err = max(err, e1 if d1 < d2 else e2)
+    value, err = max(d1, d2), max(e1, e2)
     return Bracket(max(0.0, value - err), min(1.0, value + err))
 
 

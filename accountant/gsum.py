@@ -42,7 +42,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import FloatArray, log_binom_cdf, log_binom_pmf, log_binom_sf, log_sum
+from .numerics import (
+    FloatArray,
+    log_binom_cdf,
+    log_binom_pmf,
+    log_binom_sf,
+    log_sum,
+    log_weight_error,
+)
 from .pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 _ULP = 2.0**-52
@@ -75,7 +82,6 @@ class _Setup:
     """The atoms, relabelled (positive, its partner, pair (3, 4)) and scaled to max |g| = 1."""
 
     g: tuple[float, float, float, float]
-    p: tuple[float, float, float, float]
     scale: float
     theta: float
     log_mgf: float  # log M(theta)
@@ -124,7 +130,7 @@ def _setup(n: int, atoms: list[Atom]) -> _Setup:
         cost = _estimated_cells(n, tilted, NARROW_SIGMAS) * (1.0 if g[2] < g[3] else 0.5)
         if cost < best_cost:
             best_cost = cost
-            best = _Setup(g, p, scale, theta, log_mgf, tilted)  # type: ignore[arg-type]
+            best = _Setup(g, scale, theta, log_mgf, tilted)  # type: ignore[arg-type]
     assert best is not None
     return best
 
@@ -286,13 +292,12 @@ def _block(
     # The part of S that does not depend on R, as a sum of products (not (g1 - g2) J + g2 T:
     # g1 - g2 can round g1 away when g1 << |g2|, e.g. at large eps0).
     s_jt = g1 * j + g2 * (t[:, None] - j) + g4 * r_trials[:, None]
+    magnitude = abs(g1) * j + abs(g2) * (t[:, None] - j)
     # Its rounding: a few ulp of the magnitudes added.
-    s_round = 4.0 * _ULP * (abs(g1) * j + abs(g2) * (t[:, None] - j) + abs(g4) * r_trials[:, None])
+    s_round = 4.0 * _ULP * (magnitude + abs(g4) * r_trials[:, None])
     eta = COEF_RELERR + 4.0 * _ULP
     # |dS| <= eta sum |g_j| N_j <= eta (|g1| J + |g2| (T - J) + max(|g3|, |g4|) (n - T)).
-    ds = eta * (
-        abs(g1) * j + abs(g2) * (t[:, None] - j) + max(abs(g3), abs(g4)) * r_trials[:, None]
-    )
+    ds = eta * (magnitude + max(abs(g3), abs(g4)) * r_trials[:, None])
     if beta < -1e-290:
         row, row_err = _rows_with_r(r_lo, pj, pr, -beta, s_jt, s_round + ds, s.theta)
         log_scale = math.log(-beta)
@@ -415,8 +420,6 @@ def _relative_error(n: int, s: _Setup, laws: _Laws, t: FloatArray, j_w: int, r_w
     parameters p_j e^(theta g_j) / M(theta) (a few ulp plus theta |g| ulp each, over n trials),
     which also covers log M(theta); e^(-theta S) with S off by at most eta n (|g| <= 1 after
     scaling); and the running sums (a few ulp per term)."""
-    from .numerics import log_weight_error
-
     t_max = float(np.max(t))
     tilt_relerr = PARAM_RELERR + 8.0 * (1.0 + s.theta) * _ULP
     log_err = (

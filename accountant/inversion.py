@@ -19,7 +19,7 @@ from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideCondit
 from .family import ExactK2, k2_eps_for_delta
 from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
 from .renyi_girgis import RenyiGirgis
-from .tight import Tight, bracket_ratio, witness_name
+from .tight import Tight, bracket_extra, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9
@@ -194,13 +194,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
     best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper, k2_bracket)
     eps_lower = min(best_lower, best_upper)
-    extra: dict[str, float | str] = {
-        "upper_from": upper_name,
-        "lower_from": lower_name,
-        "ratio": bracket_ratio(eps_lower, best_upper),
-    }
-    if skipped:
-        extra["upper_skipped"] = "; ".join(skipped)
+    extra = bracket_extra(upper_name, lower_name, eps_lower, best_upper, skipped)
     return EpsResult(
         bound=bound.name,
         kind=bound.kind,

@@ -7,10 +7,9 @@
   skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
   its numerical bracket: the family F(a) (a other users hold x0, the rest one third value;
-  family.py) over :func:`family.candidates`, wang-krr (a post-processing of F(0), k >= 3), and
-  the exact single-bin delta (a post-processing of
-  the histogram) over a set of nx0 values. Any dataset's exact delta is a lower bound, so a subset
-  of a or nx0 values still gives one.
+  family.py) over :func:`family.candidates`, wang-krr (a post-processing of F(0), k >= 4), and
+  the exact single-bin delta (a post-processing of the histogram) over a set of nx0 values. Any
+  dataset's exact delta is a lower bound, so a subset of a or nx0 values still gives one.
 """
 
 from __future__ import annotations
@@ -90,10 +89,12 @@ class Tight(Bound):
         members: list[Bound] = [_FamilyMember(a) for a in candidates(mech)]
         if mech.k == 2:  # the certificate's lower end: the best of every a it evaluated
             members.insert(0, _K2Lower())
-        if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
-            # wang-krr: the counts (N_x0, N_x1) of F(0), so at most F(0); kept because at k = 3
-            # it is F(0) exactly and its bracket is narrower at large n.
+        if mech.k >= 4:
+            # wang-krr: the counts (N_x0, N_x1) of F(0), so at most F(0), but O(sqrt(n)): the
+            # lower end left where F(0) is too large to evaluate. (At k = 3 it is F(0) itself,
+            # which family_delta computes by the same pair.)
             members.append(WangKRR())
+        if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
             members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
         return members
 
@@ -125,7 +126,7 @@ class Tight(Bound):
             except OutsideConditionsError:
                 continue
             if value > best_lower:
-                best_lower, lower_name = value, member.name
+                best_lower, lower_name = value, witness_name(member)
         if best_lower > best_upper:
             # Both sides are rigorous brackets of exact quantities, so this means a bug or a
             # published "upper bound" that fails; never hide it.
@@ -138,13 +139,7 @@ class Tight(Bound):
     def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
         eps = require_eps(eps)
         bracket, upper_name, lower_name, skipped = self._evaluate(mech, eps)
-        extra: dict[str, float | str] = {
-            "upper_from": upper_name,
-            "lower_from": lower_name,
-            "ratio": bracket_ratio(bracket.lower, bracket.upper),
-        }
-        if skipped:
-            extra["upper_skipped"] = "; ".join(skipped)
+        extra = bracket_extra(upper_name, lower_name, bracket.lower, bracket.upper, skipped)
         return DeltaResult(
             bound=self.name,
             kind=self.kind,
@@ -161,6 +156,21 @@ def bracket_ratio(lower: float, upper: float) -> float:
     if upper == 0.0:
         return 1.0
     return upper / lower if lower > 0.0 else math.inf
+
+
+def bracket_extra(
+    upper_name: str, lower_name: str, lower: float, upper: float, skipped: list[str]
+) -> dict[str, float | str]:
+    """The ``extra`` of a tight result (delta or eps): which bounds gave the two ends, their
+    ratio, and the upper bounds that could not be evaluated, if any."""
+    extra: dict[str, float | str] = {
+        "upper_from": upper_name,
+        "lower_from": lower_name,
+        "ratio": bracket_ratio(lower, upper),
+    }
+    if skipped:
+        extra["upper_skipped"] = "; ".join(skipped)
+    return extra
 
 
 def witness_name(bound: Bound) -> str:

@@ -187,14 +187,10 @@ def test_rounds_too_large_to_list_fall_back_and_say_so() -> None:
 def test_all_others_x0_equals_its_iid_form(n: int, k: int, eps0: float, eps: float) -> None:
     """F(n - 1) two ways: the two-count pair (AllOthersX0, what family_delta uses) and the i.i.d.
     G-form of the leave-one-out identity (both directions) must overlap."""
-    from shuffledp.accountant.blanket import scaled_mean_positive_part
-    from shuffledp.accountant.family import _atoms_all_x0
+    from shuffledp.accountant.family import all_x0_g_form
 
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
-    forward, reverse = _atoms_all_x0(mech, eps)
-    b1 = scaled_mean_positive_part(mech, eps, forward)
-    b2 = scaled_mean_positive_part(mech, eps, reverse)
-    g_form = (max(b1.lower, b2.lower), max(b1.upper, b2.upper))
+    g_form = all_x0_g_form(mech, eps)
     two_count = family_delta(mech, n - 1, eps)
-    assert g_form[0] <= two_count.upper and two_count.lower <= g_form[1]
-    assert g_form[1] - g_form[0] <= 1e-9 * g_form[1]
+    assert g_form.lower <= two_count.upper and two_count.lower <= g_form.upper
+    assert g_form.upper - g_form.lower <= 1e-9 * g_form.upper
