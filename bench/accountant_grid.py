@@ -4,7 +4,7 @@ For n in {1e2, 1e3, 1e4, 1e5, 1e6}, k in {2, 3, 10, 15, 100}, eps0 in {0.5, 1, 2
 delta_upper / delta_lower at eps in {0.1, 0.5, 1} (where delta_upper >= 1e-300 and eps < eps0),
 and eps_upper / eps_lower at delta = 1e-6, with the CPU seconds of each.
 
-Run: .venv/bin/python bench/accountant_grid.py [--max-n N] [--no-eps]
+Run: .venv/bin/python bench/accountant_grid.py [--min-n N] [--max-n N] [--no-eps]
 """
 
 from __future__ import annotations
@@ -23,10 +23,11 @@ EPSS = [0.1, 0.5, 1.0]
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--max-n", type=float, default=1e6, help="largest n (default 1e6)")
+    parser.add_argument("--min-n", type=float, default=1e2, help="smallest n (default 1e2)")
     parser.add_argument("--no-eps", action="store_true", help="skip eps(1e-6)")
     args = parser.parse_args()
     print("n k eps0 | eps delta_lower delta_upper ratio s | eps(1e-6) lower upper ratio s")
-    for n in [n for n in NS if n <= args.max_n]:
+    for n in [n for n in NS if args.min_n <= n <= args.max_n]:
         for k in KS:
             for eps0 in EPS0S:
                 mech = ShuffledKRR(n=n, k=k, eps0=eps0)
