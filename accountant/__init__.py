@@ -12,8 +12,8 @@ See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 
 from typing import TYPE_CHECKING, Any
 
-from .blanket import BlanketPair, OptimalBlanket
-from .bounds import (
+from shuffledp.accountant.blanket import BlanketPair, OptimalBlanket
+from shuffledp.accountant.bounds import (
     AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
@@ -28,23 +28,29 @@ from .bounds import (
     StrongAdversary,
     WangKRR,
 )
-from .family import FamilyF
-from .inversion import EpsResult, calibrate_eps0, eps_for_delta
-from .mechanism import InvalidParameterError, ShuffledKRR
-from .pairs import Bracket, CloneFormPair, TwoCountPair, hockey_stick, hockey_stick_both
-from .registry import BOUND_NAMES, make_bound, needs_nx0
-from .renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
-from .tight import Tight
+from shuffledp.accountant.family import FamilyF
+from shuffledp.accountant.inversion import EpsResult, calibrate_eps0, eps_for_delta
+from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR
+from shuffledp.accountant.pairs import (
+    Bracket,
+    CloneFormPair,
+    TwoCountPair,
+    hockey_stick,
+    hockey_stick_both,
+)
+from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
+from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
+from shuffledp.accountant.tight import Tight
 
 if TYPE_CHECKING:
-    from .composition import ComposedResult, compose, compose_rounds
+    from shuffledp.accountant.composition import ComposedResult, compose, compose_rounds
 
 
 def __getattr__(name: str) -> Any:
     # composition imports dp_accounting (about 0.9 s, mostly scipy.signal); only accounting over
     # rounds needs it, so hops, clients and the analyzer do not pay for it at start-up.
     if name in ("ComposedResult", "compose", "compose_rounds"):
-        from . import composition
+        from shuffledp.accountant import composition
 
         return getattr(composition, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -61,7 +61,7 @@ def biswas_literal_delta(n: int, k: int, eps0: float, nx0: int, eps: float) -> f
 
 
 def _validate(n: int, k: int, eps0: float, nx0: int, eps: float) -> None:
-    from .mechanism import InvalidParameterError, require_finite
+    from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
 
     for flag, value, low in (("--n", n, 2), ("--k", k, 2), ("--nx0", nx0, 0)):
         if isinstance(value, bool) or not isinstance(value, int):

@@ -28,11 +28,17 @@ import math
 
 import numpy as np
 
-from .bounds import Bound, BoundKind, OutsideConditionsError
-from .gsum import Atom, TooLargeError, mean_positive_part
-from .mechanism import ShuffledKRR
-from .numerics import FloatArray, IntArray, binomial_window, log_binom_pmf, log_sum
-from .pairs import Bracket
+from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.gsum import Atom, TooLargeError, mean_positive_part
+from shuffledp.accountant.mechanism import ShuffledKRR
+from shuffledp.accountant.numerics import (
+    FloatArray,
+    IntArray,
+    binomial_window,
+    log_binom_pmf,
+    log_sum,
+)
+from shuffledp.accountant.pairs import Bracket
 
 #: Largest eps0 at which k-RR's probabilities are representable: pb = e^-eps0 / (1 + (k-1) e^-eps0)
 #: is a double down to about 1e-308 (eps0 ~ 709); beyond it the atoms' probabilities underflow.

@@ -21,8 +21,9 @@ from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
 
-from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from .pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
+from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
+from shuffledp.accountant.pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
+from shuffledp.errors import OutsideConditionsError as OutsideConditionsError
 
 
 class BoundKind(StrEnum):
@@ -31,10 +32,6 @@ class BoundKind(StrEnum):
     BRACKET = "bracket"
     DATASET_SPECIFIC = "dataset-specific"
     NOT_A_GUARANTEE = "not-a-guarantee"
-
-
-class OutsideConditionsError(ValueError):
-    """A bound was asked for outside the conditions under which it holds."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -357,7 +354,7 @@ class BiswasLiteral(Bound):
         self.nx0 = nx0
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        from .biswas_literal import biswas_literal_delta
+        from shuffledp.accountant.biswas_literal import biswas_literal_delta
 
         value = biswas_literal_delta(mech.n, mech.k, mech.eps0, self.nx0, eps)
         return Bracket(value, value)

@@ -27,10 +27,15 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import signal
 
-from .blanket import OptimalBlanket
-from .bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
-from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
-from .numerics import FloatArray
+from shuffledp.accountant.blanket import OptimalBlanket
+from shuffledp.accountant.bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    ShuffledKRR,
+    require_delta,
+    require_eps,
+)
+from shuffledp.accountant.numerics import FloatArray
 
 
 class ListedPair(Protocol):

@@ -27,8 +27,8 @@ import math
 
 import numpy as np
 
-from .blanket import require_eps0_in_range, scaled_mean_positive_part
-from .bounds import (
+from shuffledp.accountant.blanket import require_eps0_in_range, scaled_mean_positive_part
+from shuffledp.accountant.bounds import (
     AllOthersX0,
     Bound,
     BoundKind,
@@ -37,10 +37,10 @@ from .bounds import (
     SingleBin,
     WangKRR,
 )
-from .gsum import Atom, TooLargeError
-from .mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from .numerics import FloatArray, log_binom_pmf, log_sum
-from .pairs import Bracket
+from shuffledp.accountant.gsum import Atom, TooLargeError
+from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
+from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
+from shuffledp.accountant.pairs import Bracket
 
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
 DP_MAX_N = 200
@@ -359,7 +359,7 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
     (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
     """
-    from .inversion import smallest_eps_at_most
+    from shuffledp.accountant.inversion import smallest_eps_at_most
 
     a_star = k2_worst_case(mech, min(start, mech.eps0 * 0.5))[1]
     crossing = math.inf

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .numerics import (
+from shuffledp.accountant.numerics import (
     FloatArray,
     log_binom_cdf,
     log_binom_pmf,
@@ -50,7 +50,8 @@ from .numerics import (
     log_sum,
     log_weight_error,
 )
-from .pairs import COEF_RELERR, PARAM_RELERR, Bracket
+from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
+from shuffledp.errors import OutsideConditionsError
 
 _ULP = 2.0**-52
 #: Half-width of each window in tilted standard deviations (plus a few points); the tilted mass
@@ -65,7 +66,7 @@ BLOCK_CELLS = 1_500_000
 MAX_CELLS = 4e8
 
 
-class TooLargeError(ValueError):
+class TooLargeError(OutsideConditionsError):
     """The exact evaluation would take more work than MAX_CELLS allows."""
 
 

@@ -15,11 +15,22 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .bounds import BlanketAnalytic, Bound, BoundKind, Erlingsson, OutsideConditionsError
-from .family import ExactK2, k2_eps_for_delta
-from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
-from .renyi_girgis import RenyiGirgis
-from .tight import Tight, bracket_extra, witness_name
+from shuffledp.accountant.bounds import (
+    BlanketAnalytic,
+    Bound,
+    BoundKind,
+    Erlingsson,
+    OutsideConditionsError,
+)
+from shuffledp.accountant.family import ExactK2, k2_eps_for_delta
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    ShuffledKRR,
+    require_delta,
+    require_eps,
+)
+from shuffledp.accountant.renyi_girgis import RenyiGirgis
+from shuffledp.accountant.tight import Tight, bracket_extra, witness_name
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9

@@ -5,10 +5,11 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-
-class InvalidParameterError(ValueError):
-    """A mechanism or query parameter breaks a stated rule (the message names rule and value)."""
-
+# Re-exported: the accountant's modules and users import them from here.
+from shuffledp.errors import InvalidParameterError as InvalidParameterError
+from shuffledp.validation import require_finite as require_finite
+from shuffledp.validation import require_int as require_int
+from shuffledp.validation import require_positive as require_positive
 
 #: Largest eps0 accepted. k-RR's pb = e^-eps0 / (1 + (k-1) e^-eps0) is a normal double down to
 #: about 1e-308 (eps0 ~ 709); 700 leaves room for the factors k and n that multiply it.
@@ -16,23 +17,6 @@ EPS0_MAX = 700.0
 #: Largest n accepted: the range the exact engines are built and tested for (their cost grows
 #: with n, about sqrt(n) tail evaluations per eps; bench/accountant_grid.py).
 N_MAX = 10**9
-
-
-def require_finite(name: str, value: float) -> float:
-    """`value` as a float, or InvalidParameterError if it is not a finite real number."""
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise InvalidParameterError(f"{name} must be a real number, got {value!r}")
-    if not math.isfinite(value):
-        raise InvalidParameterError(f"{name} must be finite, got {value}")
-    return float(value)
-
-
-def require_positive(name: str, value: float) -> float:
-    """`value` as a float, or InvalidParameterError unless it is finite and > 0."""
-    result = require_finite(name, value)
-    if result <= 0:
-        raise InvalidParameterError(f"{name} must be > 0, got {value}")
-    return result
 
 
 def require_eps(eps: float) -> float:
@@ -49,21 +33,6 @@ def require_delta(delta: float) -> float:
     if not 0.0 < value < 1.0:
         raise InvalidParameterError(f"delta must be in (0, 1), got {delta}")
     return value
-
-
-def require_int(
-    name: str, value: int, low: int, high: int | None = None, *, bound: str = ""
-) -> None:
-    """InvalidParameterError unless ``value`` is an integer in [low, high] (high None: no cap);
-    ``bound`` names where the limits come from, e.g. '[0, n_hops - 1]'."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    if high is None:
-        if value < low:
-            raise InvalidParameterError(f"{name} must be >= {low}, got {value}")
-    elif not low <= value <= high:
-        where = f"{bound} = " if bound else ""
-        raise InvalidParameterError(f"{name} must be in {where}[{low}, {high}], got {value}")
 
 
 def check_range(n: int, eps0: float) -> None:

@@ -29,8 +29,8 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln
 
-from .mechanism import ShuffledKRR
-from .numerics import (
+from shuffledp.accountant.mechanism import ShuffledKRR
+from shuffledp.accountant.numerics import (
     GAMMALN_RELERR,
     FloatArray,
     binomial_window,

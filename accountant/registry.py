@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from .blanket import OptimalBlanket
-from .bounds import (
+from shuffledp.accountant.blanket import OptimalBlanket
+from shuffledp.accountant.bounds import (
     AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
@@ -17,10 +17,10 @@ from .bounds import (
     StrongAdversary,
     WangKRR,
 )
-from .family import FamilyF
-from .mechanism import InvalidParameterError
-from .renyi_girgis import RenyiGirgis
-from .tight import Tight
+from shuffledp.accountant.family import FamilyF
+from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.accountant.renyi_girgis import RenyiGirgis
+from shuffledp.accountant.tight import Tight
 
 _NEEDS_NX0 = {"single-bin", "biswas-literal"}
 

@@ -37,10 +37,15 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from .bounds import Bound, BoundKind, DeltaResult, OutsideConditionsError
-from .mechanism import InvalidParameterError, ShuffledKRR, require_delta, require_eps
-from .numerics import FloatArray
-from .pairs import Bracket
+from shuffledp.accountant.bounds import Bound, BoundKind, DeltaResult, OutsideConditionsError
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    ShuffledKRR,
+    require_delta,
+    require_eps,
+)
+from shuffledp.accountant.numerics import FloatArray
+from shuffledp.accountant.pairs import Bracket
 
 #: Orders over which the conversion minimises: every integer 2..256, then 2^9 .. 2^16. Larger
 #: orders only help when the last term exp(eps0 lambda - (n-1)/(8E)) is still small, i.e. for

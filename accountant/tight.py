@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import math
 
-from .blanket import OptimalBlanket
-from .bounds import (
+from shuffledp.accountant.blanket import OptimalBlanket
+from shuffledp.accountant.bounds import (
     UPPER_BOUNDS,
     Bound,
     BoundKind,
@@ -26,9 +26,9 @@ from .bounds import (
     SingleBin,
     WangKRR,
 )
-from .family import ExactK2, FamilyF, candidates, family_delta
-from .mechanism import ShuffledKRR, require_eps
-from .pairs import Bracket
+from shuffledp.accountant.family import ExactK2, FamilyF, candidates, family_delta
+from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
+from shuffledp.accountant.pairs import Bracket
 
 #: Up to this n the single-bin lower bound is maximised over every nx0.
 ALL_NX0_UP_TO = 64

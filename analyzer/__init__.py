@@ -9,14 +9,14 @@ Pure cores (no I/O):
 * :mod:`.metrics`: :func:`tv_distance`.
 """
 
-from .baseline import (
+from shuffledp.analyzer.baseline import (
     L2_SENSITIVITY_REPLACE_ONE,
     GaussianBaseline,
     analytic_gaussian_delta,
     analytic_gaussian_sigma,
     gaussian_baseline,
 )
-from .estimators import (
+from shuffledp.analyzer.estimators import (
     IBUConvergenceError,
     iterative_bayesian_update,
     krr_channel,
@@ -27,7 +27,7 @@ from .estimators import (
     raw_normalised,
     shuffle_inv,
 )
-from .metrics import tv_distance
+from shuffledp.analyzer.metrics import tv_distance
 
 __all__ = [
     "L2_SENSITIVITY_REPLACE_ONE",

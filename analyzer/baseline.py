@@ -47,13 +47,10 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import log_ndtr
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    require_delta,
-    require_positive,
-)
-
-from .estimators import project_to_simplex
+from shuffledp.accountant.mechanism import require_delta
+from shuffledp.analyzer.estimators import project_to_simplex
+from shuffledp.errors import InvalidParameterError
+from shuffledp.validation import require_positive
 
 FloatArray = npt.NDArray[np.float64]
 RandomState = int | np.random.Generator | np.random.RandomState | None

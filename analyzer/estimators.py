@@ -27,11 +27,9 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    krr_log_probabilities,
-    require_positive,
-)
+from shuffledp.accountant.mechanism import krr_log_probabilities
+from shuffledp.errors import InvalidParameterError, OperationalError
+from shuffledp.validation import require_positive
 
 FloatArray = npt.NDArray[np.float64]
 
@@ -55,7 +53,7 @@ IBU_DEFAULT_TOL = 1e-12
 IBU_DEFAULT_MAX_ITER = 100_000
 
 
-class IBUConvergenceError(RuntimeError):
+class IBUConvergenceError(OperationalError):
     """The iterative Bayesian update did not reach its tolerance within max_iter iterations.
 
     The last iterate and its certified gap are attached, so a caller may still use (and label) it:

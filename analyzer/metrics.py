@@ -5,7 +5,8 @@ from __future__ import annotations
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
+from shuffledp.errors import InvalidParameterError
+from shuffledp.validation import require_finite
 
 __all__ = ["PROBABILITY_ATOL", "tv_distance"]
 

@@ -20,17 +20,9 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.accountant import OutsideConditionsError, ShuffledKRR, Tight, eps_for_delta
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    require_delta,
-    require_eps,
-    require_int,
-    require_positive,
-)
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-
-from .baseline import RandomState, gaussian_baseline
-from .estimators import (
+from shuffledp.accountant.mechanism import require_delta, require_eps
+from shuffledp.analyzer.baseline import RandomState, gaussian_baseline
+from shuffledp.analyzer.estimators import (
     IBU_DEFAULT_MAX_ITER,
     IBUConvergenceError,
     iterative_bayesian_update,
@@ -38,7 +30,10 @@ from .estimators import (
     raw_normalised,
     shuffle_inv,
 )
-from .metrics import tv_distance
+from shuffledp.analyzer.metrics import tv_distance
+from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.validation import require_int, require_positive
 
 __all__ = ["ESTIMATOR", "IBU_METHOD_EM", "IBU_METHOD_FALLBACK", "build_report", "merge_rejected"]
 

@@ -26,11 +26,11 @@ import numpy as np
 import numpy.typing as npt
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import require_int
 from shuffledp.protocol.errors import REJECTION_REASONS, RejectedMessage
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, decode_record
 from shuffledp.protocol.screen import Mapper, MessageScreen
+from shuffledp.validation import require_int
 
 __all__ = ["AnalyzerRound"]
 

@@ -14,10 +14,10 @@
 
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
-(:mod:`~shuffledp.shuffler.journal`, the hops' record format) and acknowledges each burst of
+(:mod:`~shuffledp.protocol.journal`, the hops' record format) and acknowledges each burst of
 frames only once it is on disk. Restarted with the same arguments after a SIGKILL, it feeds the
 journaled frames through the same code as live ones
-(:func:`~shuffledp.shuffler.journal.feed_inputs`: the frame assembler, then AnalyzerRound), so
+(:func:`~shuffledp.protocol.journal.feed_inputs`: the frame assembler, then AnalyzerRound), so
 its counts and rejections are back exactly, and a frame the broker delivers again (journaled,
 not yet acknowledged when it died) is a ``duplicate-frame``, never counted twice. Nothing of the
 report needs journaling: it is computed from the counts (``baseline_rng`` aside, simulations
@@ -40,17 +40,12 @@ from typing import Any
 
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    check_range,
-    require_delta,
-    require_eps,
-    require_int,
-    require_positive,
-)
+from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import FrameAssembler
+from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs, replay
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import (
     Inbox,
@@ -67,7 +62,7 @@ from shuffledp.protocol.transport import (
     Transport,
     require_journaling,
 )
-from shuffledp.shuffler.journal import HopJournal, JournalIdentity, feed_inputs, replay
+from shuffledp.validation import require_int, require_positive
 
 __all__ = ["AnalyzerSettings", "run_analyzer"]
 

@@ -42,7 +42,7 @@ from nacl.public import SealedBox
 
 from shuffledp.protocol.onion import generate_keypair, message_length
 from shuffledp.protocol.record import RECORD_SIZE
-from shuffledp.simulations.simulate import MOSQUITTO, SimulationOptions, run_simulation
+from shuffledp.simulations.pipeline.simulate import MOSQUITTO, SimulationOptions, run_simulation
 
 
 def crypto_cost_per_report(hops: int, repeats: int = 3000) -> tuple[float, float, float]:

@@ -8,7 +8,7 @@ Usage::
 One key directory (`keys init`: accounts, topic ACLs, client keys enrolling exactly the clients
 each process hosts) and one Mosquitto enforcing it serve every round, as a deployment would;
 each round launches the clients, hops and analyzer as separate processes
-(:class:`~shuffledp.simulations.simulate.PipelineSession`, the code of `shuffledp simulate`).
+(:class:`~shuffledp.simulations.pipeline.simulate.PipelineSession`, the code of `shuffledp simulate`).
 
 Printed per round: reports received and lost (n - n_received, target 0), duplicates (every
 stage's `duplicate` and `duplicate-frame` rejections, target 0), every other rejection,
@@ -34,12 +34,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pipeline import PeakMemory  # type: ignore[import-not-found]  # bench/pipeline.py, by path
 
-from shuffledp.access import init_access
-from shuffledp.keys import init_key_directory
+from shuffledp.brokers.embedded import MosquittoBroker
 from shuffledp.randomness import SystemRandom
-from shuffledp.simulations.broker import MosquittoBroker
-from shuffledp.simulations.datasets import synthetic_values
-from shuffledp.simulations.simulate import (
+from shuffledp.security.access import init_access
+from shuffledp.security.keys import init_key_directory
+from shuffledp.simulations.data.datasets import synthetic_values
+from shuffledp.simulations.pipeline.simulate import (
     PipelineSession,
     SimulationOptions,
     clients_per_process,

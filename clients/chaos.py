@@ -30,8 +30,9 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ENVELOPE_SIZE
+from shuffledp.validation import require_int
 
 __all__ = ["CHAOS_KINDS", "EXPECTED_REASON", "ChaosBatch", "make_chaos_messages"]
 

@@ -11,8 +11,8 @@ from collections.abc import Sequence
 import numpy.typing as npt
 from nacl.public import PublicKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.clients.krr import krr_randomize
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientCredential, seal_envelope
 from shuffledp.protocol.onion import wrap
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, encode_record

@@ -7,12 +7,10 @@ import math
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    krr_log_probabilities,
-    require_positive,
-)
+from shuffledp.accountant.mechanism import krr_log_probabilities
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.validation import require_positive
 
 
 def krr_probabilities(k: int, eps0: float) -> tuple[float, float]:

@@ -22,13 +22,9 @@ import numpy as np
 import numpy.typing as npt
 from nacl.public import PublicKey
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    require_int,
-    require_positive,
-)
 from shuffledp.clients.chaos import ChaosBatch, make_chaos_messages
 from shuffledp.clients.client import make_client_messages
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import (
@@ -43,6 +39,7 @@ from shuffledp.protocol.runtime import (
 from shuffledp.protocol.topics import ingress_topic, status_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
 from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.validation import require_int, require_positive
 
 __all__ = ["ClientSettings", "run_clients"]
 

@@ -1,6 +1,6 @@
 """One report per enrolled client per round: the authenticator envelope hop 0 checks (pure core).
 
-Why: broker accounts (shuffledp.access) say which *process* may publish to hop 0, not how many
+Why: broker accounts (shuffledp.security.access) say which *process* may publish to hop 0, not how many
 reports it may send. A client that sends extra reports shrinks everyone else's anonymity set
 and skews the counts, so hop 0 accepts at most one report per enrolled client per round and then
 strips the client's identity before it shuffles.
@@ -39,9 +39,10 @@ import hmac
 import struct
 from dataclasses import dataclass, field
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.errors import BadAuthenticator, UnknownClient
 from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.validation import require_int
 
 __all__ = [
     "ENVELOPE_SIZE",

@@ -14,11 +14,8 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-
-class RejectedMessage(ValueError):  # noqa: N818 (the subclasses name reasons, not errors)
-    """A received message that the protocol refuses; ``reason`` names the rule it broke."""
-
-    reason: ClassVar[str] = "rejected"
+# The base lives in shuffledp.errors (one tree for the package); re-exported here.
+from shuffledp.errors import RejectedMessage as RejectedMessage
 
 
 class WrongLength(RejectedMessage):

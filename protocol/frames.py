@@ -31,8 +31,9 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.validation import require_int
 
 __all__ = [
     "DUPLICATE_FRAME",

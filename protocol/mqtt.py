@@ -7,7 +7,7 @@ and counted, while QoS 0 could lose a report silently. Publishing waits for the 
 :func:`~shuffledp.protocol.transport.publish_all` keeps many in flight, bounded by
 ``max_in_flight`` (paho-mqtt overwrites QoS 1 messages silently past 65,535 unacknowledged ones,
 TRANSPORT.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
-TLS (:class:`MqttTransport`, :mod:`shuffledp.tls`).
+TLS (:class:`MqttTransport`, :mod:`shuffledp.security.tls`).
 
 Why aiomqtt: the maintained asyncio MQTT client (successor of asyncio-mqtt) on top of paho-mqtt.
 """
@@ -29,8 +29,9 @@ from typing import Any, Self
 
 import aiomqtt
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int, require_positive
+from shuffledp.errors import BrokerError, InvalidParameterError
 from shuffledp.protocol.transport import Message
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "BrokerAddress",
@@ -57,7 +58,7 @@ _QUIET.setLevel(logging.ERROR)
 _RECONNECT_LOG = logging.getLogger("shuffledp.reconnect")
 
 
-class MqttConnectionError(RuntimeError):
+class MqttConnectionError(BrokerError):
     """The broker could not be reached, or the connection was lost."""
 
 
@@ -192,8 +193,8 @@ def _tls_settings(
         )
     if tls_context is not None:
         return tls_context, "the given TLS context"
-    # Imported here: shuffledp.tls needs `cryptography`, which plain connections never load.
-    from shuffledp.tls import client_tls_context, system_tls_context
+    # Imported here: shuffledp.security.tls needs `cryptography`, which plain connections never load.
+    from shuffledp.security.tls import client_tls_context, system_tls_context
 
     if tls_ca is not None:
         return client_tls_context(tls_ca), f"the CA file {os.fspath(tls_ca)}"
@@ -208,7 +209,7 @@ class MqttTransport:
     ``timeout``: seconds to wait for the broker's answer to a connect, subscribe or publish.
     ``will_topic``: a topic whose retained message the broker deletes if this connection is lost
     without a clean disconnect (a stage passes its status topic). ``username``/``password``: the
-    broker account (:mod:`shuffledp.access`; both or neither); a broker that refuses them makes
+    broker account (:mod:`shuffledp.security.access`; both or neither); a broker that refuses them makes
     entering the block raise MqttConnectionError naming the user (never the password).
 
     Surviving a crash (a hop or the analyzer with a journal): ``persistent_session=True``
@@ -227,12 +228,12 @@ class MqttTransport:
 
     TLS: an ``mqtts://`` URL connects over TLS (>= 1.2, the host name checked against the
     broker's certificate) and trusts ``tls_context`` if given, else the CA certificates of the
-    PEM file ``tls_ca`` (:func:`shuffledp.tls.client_tls_context`, e.g. a key directory's
+    PEM file ``tls_ca`` (:func:`shuffledp.security.tls.client_tls_context`, e.g. a key directory's
     ``tls/ca.pem``), else the system's default trust store. A certificate that does not verify
     makes entering the block raise MqttConnectionError saying so and against what it was
     checked. InvalidParameterError for ``tls_context`` or ``tls_ca`` with a plain ``mqtt://``
     URL (which would silently not be used), for both at once, or for a bad ``tls_ca`` file
-    (:class:`shuffledp.tls.TlsError`, naming the file).
+    (:class:`shuffledp.security.tls.TlsError`, naming the file).
     """
 
     def __init__(

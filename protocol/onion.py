@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, PublicKey, SealedBox
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.errors import DecryptionFailed, WrongLength
 from shuffledp.protocol.record import RECORD_SIZE
 

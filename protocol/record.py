@@ -23,7 +23,7 @@ import struct
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.errors import BadVersion, ValueOutOfRange, WrongLength, WrongRound
 
 VERSION = 1

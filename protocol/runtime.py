@@ -21,6 +21,7 @@ from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+from shuffledp.errors import OperationalError
 from shuffledp.protocol.screen import Mapper, parallel_mapper
 from shuffledp.protocol.topics import progress_topic, status_topic
 from shuffledp.protocol.transport import Message, Transport
@@ -43,7 +44,7 @@ READY_STATES = frozenset({"ready", "working"})
 stopped listening: nothing must be sent to it any more)."""
 
 
-class NotReadyError(RuntimeError):
+class NotReadyError(OperationalError):
     """A downstream stage did not announce ``ready`` in time."""
 
 

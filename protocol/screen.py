@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from concurrent.futures import Executor
 from typing import Any
 
-from .errors import Duplicate, WrongLength
+from shuffledp.protocol.errors import Duplicate, WrongLength
 
 
 class MessageScreen:

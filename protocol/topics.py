@@ -8,7 +8,7 @@ a wildcard, so a subscription to one never receives another's messages.
 
 from __future__ import annotations
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_ROUND_ID
 
 MAX_TOPIC_BYTES = 65535  # MQTT: a topic is a UTF-8 string with a 16-bit length

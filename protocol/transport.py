@@ -30,7 +30,8 @@ from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
+from shuffledp.validation import require_int
 
 __all__ = [
     "AcknowledgingTransport",

@@ -47,7 +47,7 @@ from dataclasses import dataclass
 
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError, OperationalError
 from shuffledp.protocol.client_auth import ENVELOPE_SIZE, ClientVerifier
 from shuffledp.protocol.errors import (
     CLIENT_AUTH_REJECTION_TYPES,
@@ -62,6 +62,7 @@ from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.permute import uniform_permutation
+from shuffledp.validation import require_int
 
 __all__ = [
     "BATCH_FULL",
@@ -86,7 +87,7 @@ HOP_REJECTION_REASONS: tuple[str, ...] = (
 authentication reasons stay 0 at later hops and without authentication)."""
 
 
-class BatchTooSmall(RuntimeError):  # noqa: N818 (names the condition, like the protocol's reasons)
+class BatchTooSmall(OperationalError):  # noqa: N818 (names the condition, like the protocol's reasons)
     """A hop was closed with fewer accepted messages than its minimum batch: it releases nothing.
 
     Attributes: ``round_id``, ``hop_index``, ``accepted``, ``min_batch``.
@@ -103,7 +104,7 @@ class BatchTooSmall(RuntimeError):  # noqa: N818 (names the condition, like the 
         self.min_batch = min_batch
 
 
-class RoundClosedError(RuntimeError):
+class RoundClosedError(OperationalError):
     """An offer to, or a second close of, a hop round that was already closed."""
 
 

@@ -20,7 +20,7 @@ The round log of a hop (in the END frame, the status and the process's log): acc
 by reason, forwarded, whether the deadline closed the round, the randomness used, timings.
 
 Surviving a crash (``state_dir``; Mosquitto, see below): the hop keeps a journal
-(:mod:`~shuffledp.shuffler.journal`) and acknowledges each burst of inputs (client messages or
+(:mod:`~shuffledp.protocol.journal`) and acknowledges each burst of inputs (client messages or
 upstream frames) only after the burst is on disk, so what the broker forgot is in the journal and
 what is not in the journal the broker delivers again. Before publishing anything downstream it
 journals the released batch. Restarted with the same arguments after a SIGKILL, it replays the
@@ -45,9 +45,16 @@ from typing import Any
 
 from nacl.public import PrivateKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int, require_positive
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientVerifier
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
+from shuffledp.protocol.journal import (
+    ClosedBatch,
+    HopJournal,
+    JournalIdentity,
+    feed_inputs,
+    replay,
+)
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.runtime import (
@@ -72,13 +79,7 @@ from shuffledp.protocol.transport import (
 )
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
-from shuffledp.shuffler.journal import (
-    ClosedBatch,
-    HopJournal,
-    JournalIdentity,
-    feed_inputs,
-    replay,
-)
+from shuffledp.validation import require_int, require_positive
 
 __all__ = ["HopResult", "HopSettings", "run_hop", "stage_name"]
 

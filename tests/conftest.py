@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import pytest_asyncio
 
-from shuffledp.simulations.broker import (
+from shuffledp.brokers.embedded import (
     EmbeddedBroker,
     MosquittoBroker,
     find_mosquitto,

@@ -1,4 +1,4 @@
-"""Broker accounts and topic ACLs (shuffledp.access) on the embedded broker and on Mosquitto."""
+"""Broker accounts and topic ACLs (shuffledp.security.access) on the embedded broker and on Mosquitto."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.access import (
+from shuffledp.brokers.embedded import EmbeddedBroker, MosquittoBroker
+from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
+from shuffledp.security.access import (
     access_rules,
     hash_password,
     init_access,
@@ -20,9 +22,7 @@ from shuffledp.access import (
     topic_matches,
     verify_password,
 )
-from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
-from shuffledp.simulations.broker import EmbeddedBroker, MosquittoBroker
-from shuffledp.simulations.simulate import SimulationOptions, run_simulation
+from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
 from tests.conftest import require_mosquitto
 
 PREFIX = "acl-test"

@@ -16,7 +16,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.analyzer import krr_mle, shuffle_inv, tv_distance
 from shuffledp.analyzer.report import (
     IBU_METHOD_EM,
@@ -26,6 +25,7 @@ from shuffledp.analyzer.report import (
 )
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.clients.client import make_client_messages
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import (
     RECORD_SIZE,
     REJECTION_REASONS,

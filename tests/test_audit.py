@@ -1,4 +1,4 @@
-"""The empirical privacy audit (shuffledp.simulations.audit, `shuffledp audit`).
+"""The empirical privacy audit (shuffledp.simulations.audit.empirical, `shuffledp audit`).
 
 Statistical tests here have a stated false-alarm rate <= 1e-6 and fixed seeds (deterministic);
 runtime about 15 s on the 2-core development machine, most of it the reference case.
@@ -18,7 +18,7 @@ from shuffledp.accountant import AllOthersX0, ShuffledKRR, WangKRR
 from shuffledp.cli import main
 from shuffledp.clients.krr import krr_probabilities, krr_randomize
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.audit import (
+from shuffledp.simulations.audit.empirical import (
     AuditDataset,
     all_others_dataset,
     clopper_pearson_lower,

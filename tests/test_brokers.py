@@ -25,8 +25,7 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.simulations.broker import (
+from shuffledp.brokers.embedded import (
     EmbeddedBroker,
     MosquittoBroker,
     _SnapshotDict,
@@ -34,6 +33,7 @@ from shuffledp.simulations.broker import (
     parse_broker_url,
     write_mosquitto_config,
 )
+from shuffledp.errors import InvalidParameterError
 from tests.conftest import require_mosquitto
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -20,19 +20,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.clients.chaos import CHAOS_KINDS, EXPECTED_REASON, make_chaos_messages
 from shuffledp.clients.service import ClientSettings, run_clients
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials, process_key
 from shuffledp.protocol.transport import MemoryBroker
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HopRound
-
-from .conftest import require_mosquitto
-from .test_client_auth import MASTER, verifier
-from .test_client_auth import seal as seal_messages
-from .test_faults import PersistentMosquitto
-from .test_services_memory import ANALYZER, EPS0, HOP_PUBLIC, HOPS, PREFIX, H, K
+from tests.conftest import require_mosquitto
+from tests.test_client_auth import MASTER, verifier
+from tests.test_client_auth import seal as seal_messages
+from tests.test_faults import PersistentMosquitto
+from tests.test_services_memory import ANALYZER, EPS0, HOP_PUBLIC, HOPS, PREFIX, H, K
 
 ROUND = 7
 PROCESS = ProcessCredentials(process=1, key=process_key(MASTER, 1))

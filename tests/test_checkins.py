@@ -27,8 +27,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.simulations.checkins import (
+from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.data.checkins import (
     MAX_LINE_BYTES,
     REASONS,
     CheckIn,
@@ -38,7 +38,7 @@ from shuffledp.simulations.checkins import (
     checkins_in_region,
     load_checkin_arrays,
 )
-from shuffledp.simulations.regions import PRESETS, Region
+from shuffledp.simulations.data.regions import PRESETS, Region
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PARIS_SNAP = DATA / "gowalla-paris-checkins.txt"

@@ -379,8 +379,8 @@ def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:
         "dp_accounting",
         "diffprivlib",
         "sklearn",
-        "shuffledp.simulations.audit",
-        "shuffledp.simulations.stream",
+        "shuffledp.simulations.audit.empirical",
+        "shuffledp.simulations.pipeline.stream",
         "shuffledp.simulations.experiments.fastpath",
     )
     probe = f"import sys, shuffledp.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
@@ -391,6 +391,7 @@ def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:
 
 
 def test_audit_cli_default_trials_is_the_audit_default() -> None:
-    from shuffledp.simulations import audit, audit_cli
+    from shuffledp.cli import audit as audit_cli
+    from shuffledp.simulations.audit import empirical
 
-    assert audit_cli.DEFAULT_TRIALS == audit.DEFAULT_TRIALS
+    assert audit_cli.DEFAULT_TRIALS == empirical.DEFAULT_TRIALS

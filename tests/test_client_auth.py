@@ -23,18 +23,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffledp.access import (
-    AccessError,
-    access_directory,
-    init_access,
-    load_access_settings,
-    load_client_verifier,
-    load_process_credentials,
-)
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
+from shuffledp.brokers.embedded import MosquittoBroker
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import message_length, peel
 from shuffledp.protocol.client_auth import (
     ENVELOPE_SIZE,
@@ -51,12 +44,18 @@ from shuffledp.protocol.errors import BadAuthenticator, UnknownClient
 from shuffledp.protocol.topics import ingress_topic
 from shuffledp.protocol.transport import MemoryBroker
 from shuffledp.randomness import SeededRandom
+from shuffledp.security.access import (
+    AccessError,
+    access_directory,
+    init_access,
+    load_access_settings,
+    load_client_verifier,
+    load_process_credentials,
+)
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.service import HopSettings, run_hop
-from shuffledp.simulations.broker import MosquittoBroker
-
-from .conftest import require_mosquitto
-from .test_services_memory import (
+from tests.conftest import require_mosquitto
+from tests.test_services_memory import (
     ANALYZER,
     EPS0,
     HOP_PUBLIC,

@@ -47,7 +47,7 @@ from shuffledp.accountant.composition import (
     local_krr_pld,
     pair_fast_pld,
 )
-from shuffledp.simulations.stream import UserLedger
+from shuffledp.simulations.pipeline.stream import UserLedger
 
 FAMILIES: list[PairSource] = [BlanketFamily(), StrongAdversary(), Clones(), KRRClones()]
 # Heterogeneous rounds of one stream: same k and eps0, different n.

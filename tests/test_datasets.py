@@ -28,10 +28,10 @@ import numpy.typing as npt
 import pytest
 from scipy.stats import chisquare
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.checkins import CheckInReader, load_checkin_arrays
-from shuffledp.simulations.datasets import (
+from shuffledp.simulations.data.checkins import CheckInReader, load_checkin_arrays
+from shuffledp.simulations.data.datasets import (
     DATASET_KINDS,
     DEFAULT_K,
     DEFAULT_N,
@@ -50,7 +50,7 @@ from shuffledp.simulations.datasets import (
     zipf_distribution,
     zipf_values,
 )
-from shuffledp.simulations.regions import PRESETS, Region
+from shuffledp.simulations.data.regions import PRESETS, Region
 
 ALPHA = 1e-6  # false-alarm rate of each statistical test in this file
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"

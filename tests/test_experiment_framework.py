@@ -16,7 +16,7 @@ import pytest
 
 from shuffledp.cli import main
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.datasets import synthetic_values
+from shuffledp.simulations.data.datasets import synthetic_values
 from shuffledp.simulations.experiments import registry, synthetic_utility
 from shuffledp.simulations.experiments.base import (
     ExperimentContext,

@@ -32,7 +32,7 @@ import pytest
 from shuffledp.analyzer.report import build_report
 from shuffledp.clients.krr import krr_probabilities
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.datasets import synthetic_values
+from shuffledp.simulations.data.datasets import synthetic_values
 from shuffledp.simulations.experiments.fastpath import (
     RoundSpec,
     eps_at_delta,

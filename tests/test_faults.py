@@ -1,5 +1,5 @@
 """Faults: a hop or the analyzer killed mid-round and restarted loses and duplicates nothing
-(shuffler/journal.py, the ``state_dir`` of run_hop and run_analyzer, MqttTransport's manual
+(protocol/journal.py, the ``state_dir`` of run_hop and run_analyzer, MqttTransport's manual
 acknowledgement and persistent session).
 
 - The journal (pure): a crash at every byte offset, then a reload, gives exactly the records
@@ -59,13 +59,7 @@ from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.protocol import decode_record, generate_keypair, message_length, peel
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
-from shuffledp.protocol.mqtt import MqttTransport
-from shuffledp.protocol.runtime import decode_json
-from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic
-from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
-from shuffledp.randomness import SeededRandom
-from shuffledp.shuffler.hop import BatchTooSmall, HopRound
-from shuffledp.shuffler.journal import (
+from shuffledp.protocol.journal import (
     KIND_CLOSED,
     RECORD_HEAD,
     ClosedBatch,
@@ -79,6 +73,12 @@ from shuffledp.shuffler.journal import (
     read_journal,
     replay,
 )
+from shuffledp.protocol.mqtt import MqttTransport
+from shuffledp.protocol.runtime import decode_json
+from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic
+from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
+from shuffledp.randomness import SeededRandom
+from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
 from tests.conftest import require_mosquitto
 
@@ -955,7 +955,7 @@ class Round:
     observer that records what clients publish to hop 0 (the truth to compare with)."""
 
     def __init__(self, url: str, tmp_path: Path) -> None:
-        from shuffledp.keys import init_key_directory
+        from shuffledp.security.keys import init_key_directory
 
         self.url = url
         self.tmp = tmp_path
@@ -1053,7 +1053,7 @@ class Round:
                     return
 
     def truth(self) -> list[int]:
-        from shuffledp.keys import load_analyzer_key, load_hop_key
+        from shuffledp.security.keys import load_analyzer_key, load_hop_key
 
         keys = [load_hop_key(self.keys, i) for i in range(H)]
         analyzer = load_analyzer_key(self.keys)
@@ -1220,7 +1220,7 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
     restarted with the same arguments, its report counts every report exactly once. (Without
     the replay, the frames it acknowledged before the kill would be missing, or, if it had
     acknowledged none, their repeats would not all be duplicates.)"""
-    from shuffledp.keys import (
+    from shuffledp.security.keys import (
         init_key_directory,
         load_analyzer_key,
         load_hop_key,
@@ -1338,16 +1338,18 @@ class PersistentMosquitto:
     retained messages) and started again."""
 
     def __init__(self, directory: Path, *, access_dir: Path | None = None) -> None:
-        from shuffledp.simulations.broker import free_loopback_port
+        from shuffledp.brokers.embedded import free_loopback_port
 
-        self.access_dir = access_dir  # accounts and ACLs (shuffledp.access), or an open broker
+        self.access_dir = (
+            access_dir  # accounts and ACLs (shuffledp.security.access), or an open broker
+        )
         self.directory = directory
         self.port = free_loopback_port()
         self.url = f"mqtt://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        from shuffledp.simulations.broker import find_mosquitto, write_mosquitto_config
+        from shuffledp.brokers.embedded import find_mosquitto, write_mosquitto_config
 
         config = write_mosquitto_config(self.directory, self.port, access_dir=self.access_dir)
         text = config.read_text()

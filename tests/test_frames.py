@@ -25,7 +25,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import (
     DUPLICATE_FRAME,
     FRAME_BYTES,

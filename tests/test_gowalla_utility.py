@@ -20,6 +20,7 @@ import numpy as np
 import pytest
 
 from shuffledp.cli import main
+from shuffledp.simulations.data.regions import PRESETS
 from shuffledp.simulations.experiments import gowalla_utility as gu
 from shuffledp.simulations.experiments.base import (
     ExperimentContext,
@@ -28,7 +29,6 @@ from shuffledp.simulations.experiments.base import (
 )
 from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
 from shuffledp.simulations.experiments.runner import LocalRepeater
-from shuffledp.simulations.regions import PRESETS
 
 DATA_DIR = Path(__file__).resolve().parents[2] / "shared" / "data"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.clients.client import make_client_messages
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import (
     decode_record,
     generate_keypair,

@@ -1,4 +1,4 @@
-"""The key directory (shuffledp.keys) and `shuffledp keys init`: round trips, exact file modes,
+"""The key directory (shuffledp.security.keys) and `shuffledp keys init`: round trips, exact file modes,
 refusals of every malformed directory, and no private key material in any output or message."""
 
 from __future__ import annotations
@@ -16,9 +16,16 @@ import pytest
 from nacl.exceptions import CryptoError
 from nacl.public import SealedBox
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.cli import main
-from shuffledp.keys import (
+from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.onion import (
+    message_length,
+    peel,
+    private_key_to_bytes,
+    public_key_to_bytes,
+    wrap,
+)
+from shuffledp.security.keys import (
     KeyDirectoryError,
     PublicDirectory,
     fingerprint,
@@ -30,13 +37,6 @@ from shuffledp.keys import (
     private_key_path,
     public_file_path,
     stage_names,
-)
-from shuffledp.protocol.onion import (
-    message_length,
-    peel,
-    private_key_to_bytes,
-    public_key_to_bytes,
-    wrap,
 )
 
 posix_only = pytest.mark.skipif(os.name != "posix", reason="file modes are POSIX")

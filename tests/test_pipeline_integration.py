@@ -43,7 +43,7 @@ from shuffledp.protocol.mqtt import MqttTransport
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.topics import analyzer_topic
 from shuffledp.shuffler.service import HopSettings, run_hop
-from shuffledp.simulations.datasets import synthetic_values
+from shuffledp.simulations.data.datasets import synthetic_values
 from tests.conftest import default_sigint
 from tests.stats import tv_bound
 
@@ -396,8 +396,8 @@ async def _retained(url: str, topic: str) -> bytes | None:
 async def _check_killed_stage_leaves_no_ready(url: str, tmp_path: Path) -> None:
     """A hop killed with SIGKILL leaves no stale retained "ready" behind (its MQTT will clears
     it); a stale one would let the clients of a later run publish before anyone listens."""
-    from shuffledp.keys import init_key_directory
     from shuffledp.protocol.topics import status_topic
+    from shuffledp.security.keys import init_key_directory
 
     init_key_directory(tmp_path / "keys", hops=1)
     prefix = _prefix()

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import (
     MAX_K,
     MAX_ROUND_ID,

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 from scipy.stats import chisquare
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.clients.krr import krr_probabilities, krr_randomize
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import RandomSource, SeededRandom, SystemRandom, default_source
 from shuffledp.shuffler.permute import permute, uniform_permutation
 

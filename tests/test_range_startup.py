@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.analyzer.report import _privacy
 from shuffledp.analyzer.service import AnalyzerSettings
 from shuffledp.cli import main
-from shuffledp.simulations.simulate import SimulationOptions
+from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
 
 def _analyzer(eps0: float, n_expected: int = 100) -> AnalyzerSettings:

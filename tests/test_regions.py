@@ -20,9 +20,9 @@ from fractions import Fraction
 import numpy as np
 import pytest
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.regions import (
+from shuffledp.simulations.data.regions import (
     PRESETS,
     Region,
     parse_box,

@@ -31,11 +31,11 @@ import numpy.typing as npt
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.krr import krr_randomize
 from shuffledp.clients.service import ClientSettings, run_clients
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import REJECTION_REASONS, generate_keypair, message_length
 from shuffledp.protocol.runtime import NotReadyError, decode_json, publish_state
 from shuffledp.protocol.topics import (

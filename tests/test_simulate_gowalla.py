@@ -23,11 +23,11 @@ import numpy as np
 import pytest
 
 from shuffledp.cli import main
-from shuffledp.simulations.checkins import CheckInReader, load_checkin_arrays
-from shuffledp.simulations.datasets import MOST_RECENT_RULE
-from shuffledp.simulations.regions import PRESETS
-from shuffledp.simulations.simulate import SimulationOptions
-from shuffledp.simulations.simulate_cli import format_report
+from shuffledp.cli.simulate import format_report
+from shuffledp.simulations.data.checkins import CheckInReader, load_checkin_arrays
+from shuffledp.simulations.data.datasets import MOST_RECENT_RULE
+from shuffledp.simulations.data.regions import PRESETS
+from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PARIS_SNAP = DATA / "gowalla-paris-checkins.txt"

@@ -25,11 +25,12 @@ import numpy.typing as npt
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, compose
-from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.cli import main
-from shuffledp.simulations.checkins import CheckIn
-from shuffledp.simulations.regions import PRESETS, Region
-from shuffledp.simulations.stream import (
+from shuffledp.cli.stream import format_record, format_summary
+from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.data.checkins import CheckIn
+from shuffledp.simulations.data.regions import PRESETS, Region
+from shuffledp.simulations.pipeline.stream import (
     EPOCH_ORIGIN,
     STREAM_DISCRETIZATION,
     Budget,
@@ -48,7 +49,6 @@ from shuffledp.simulations.stream import (
     parse_epoch_length,
     sorted_events,
 )
-from shuffledp.simulations.stream_cli import format_record, format_summary
 
 DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
 PARIS_SNAP = DATA / "gowalla-paris-checkins.txt"

@@ -1,4 +1,4 @@
-"""TLS to external brokers (shuffledp.tls, mqtts:// in protocol/mqtt.py): the certificates, the
+"""TLS to external brokers (shuffledp.security.tls, mqtts:// in protocol/mqtt.py): the certificates, the
 CA-file loader, the URL rules, and Mosquitto with a TLS listener on 127.0.0.1."""
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from shuffledp.access import init_access, load_password
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.brokers.embedded import MosquittoBroker, write_mosquitto_config
 from shuffledp.cli import main
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.mqtt import (
     BrokerAddress,
     MqttConnectionError,
@@ -31,9 +31,8 @@ from shuffledp.protocol.mqtt import (
     parse_broker_address,
     parse_broker_url,
 )
-from shuffledp.simulations.broker import MosquittoBroker, write_mosquitto_config
-from shuffledp.simulations.simulate import SimulationOptions, run_simulation
-from shuffledp.tls import (
+from shuffledp.security.access import init_access, load_password
+from shuffledp.security.tls import (
     VALIDITY_DAYS,
     TlsError,
     client_tls_context,
@@ -41,6 +40,7 @@ from shuffledp.tls import (
     tls_directory,
     tls_hosts,
 )
+from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
 from tests.conftest import require_mosquitto
 
 PREFIX = "tls-test"

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.runtime import Inbox, decode_json
 from shuffledp.protocol.transport import (
     MemoryBroker,

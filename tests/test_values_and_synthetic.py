@@ -18,10 +18,10 @@ import numpy.typing as npt
 import pytest
 from scipy.stats import chisquare
 
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.components_cli import read_values
+from shuffledp.cli.components import read_values
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.datasets import synthetic_distribution, synthetic_values
+from shuffledp.simulations.data.datasets import synthetic_distribution, synthetic_values
 
 ALPHA = 1e-6  # false-alarm rate of each goodness-of-fit test in this file
 

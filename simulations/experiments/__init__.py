@@ -1,6 +1,6 @@
 """The evaluation: ``shuffledp experiment NAME --out DIR`` (see :mod:`.registry`)."""
 
-from .base import ExperimentContext, ExperimentOutput, Repeater
-from .registry import EXPERIMENTS, load_experiment
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput, Repeater
+from shuffledp.simulations.experiments.registry import EXPERIMENTS, load_experiment
 
 __all__ = ["EXPERIMENTS", "ExperimentContext", "ExperimentOutput", "Repeater", "load_experiment"]

@@ -14,13 +14,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from shuffledp.errors import OperationalError
+
 __all__ = ["ExperimentContext", "ExperimentError", "ExperimentOutput", "Repeater"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 
-class ExperimentError(RuntimeError):
+class ExperimentError(OperationalError):
     """An experiment cannot run as asked (missing data file, unreachable Dask scheduler, ...);
     the message says what and why in one line (``shuffledp experiment`` prints it)."""
 

@@ -47,9 +47,9 @@ from shuffledp.accountant import (
     Tight,
     make_bound,
 )
-from shuffledp.accountant.mechanism import require_eps, require_int, require_positive
-
-from .base import ExperimentContext, ExperimentOutput
+from shuffledp.accountant.mechanism import require_eps
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "BOUNDS_COLUMNS",

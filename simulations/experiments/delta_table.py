@@ -37,10 +37,9 @@ from pathlib import Path
 from typing import Any
 
 from shuffledp.accountant import InvalidParameterError, ShuffledKRR, SingleBin
-from shuffledp.accountant.mechanism import require_eps, require_int, require_positive
-
-from .base import ExperimentContext, ExperimentOutput
-from .bounds_table import (
+from shuffledp.accountant.mechanism import require_eps
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.bounds_table import (
     LABEL_NOT_A_GUARANTEE,
     LABEL_SINGLE_BIN,
     LABEL_TIGHT_LOWER,
@@ -62,6 +61,7 @@ from .bounds_table import (
     tight_cells,
     write_csv,
 )
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "DELTA_COLUMNS",

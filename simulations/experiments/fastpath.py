@@ -39,21 +39,17 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    require_delta,
-    require_eps,
-    require_int,
-    require_positive,
-)
+from shuffledp.accountant.mechanism import require_delta, require_eps
 from shuffledp.analyzer.baseline import RandomState
 from shuffledp.analyzer.report import build_report
 from shuffledp.clients.krr import krr_randomize
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.errors import REJECTION_REASONS
 from shuffledp.protocol.record import MAX_K
 from shuffledp.randomness import RandomSource, SeededRandom, SystemRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.permute import uniform_permutation
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "PAPER_EPS0",
@@ -362,7 +358,7 @@ def run_specs_through_pipeline(
     label: str = "pipeline rounds",
 ) -> list[dict[str, Any]]:
     """The same rounds through the real pipeline (``--pipeline``): one
-    :class:`~shuffledp.simulations.simulate.PipelineSession` (the embedded broker unless
+    :class:`~shuffledp.simulations.pipeline.simulate.PipelineSession` (the embedded broker unless
     ``broker`` is given), the rounds one after the other, each with its own analyzer, hops and
     client processes. Slow: about 4-5 s per round of 2,000 reports, and ~2,700 reports/s beyond.
 
@@ -371,9 +367,8 @@ def run_specs_through_pipeline(
     import asyncio
     import dataclasses
 
-    from shuffledp.simulations.simulate import PipelineSession, SimulationOptions
-
-    from .runner import progress_bar
+    from shuffledp.simulations.experiments.runner import progress_bar
+    from shuffledp.simulations.pipeline.simulate import PipelineSession, SimulationOptions
 
     if not specs:
         return []

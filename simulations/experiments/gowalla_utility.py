@@ -10,7 +10,7 @@ copies of arXiv 2205.08858 reach only its abstract, not its evaluation section. 
 below are this project's, stated so a reader can judge them:
 
 * **Data.** One value per individual: the grid cell of the individual's location
-  (:mod:`shuffledp.simulations.regions`: SF 24 x 17 = 408 cells, Paris 16 x 12 = 192 cells, row-major
+  (:mod:`shuffledp.simulations.data.regions`: SF 24 x 17 = 408 cells, Paris 16 x 12 = 192 cells, row-major
   from the south-west). The default files are the lat,lon CSV slices in ``shared/data``
   (``gowalla-sf-latlon.csv``, ``gowalla-paris-latlon.csv``): they have no user column, so every
   row is one individual (one report), as in the files' source (blitzwas/PRIVIC). A SNAP file
@@ -73,22 +73,25 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.accountant import calibrate_eps0
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
 from shuffledp.analyzer.baseline import gaussian_baseline
 from shuffledp.analyzer.estimators import raw_normalised
 from shuffledp.analyzer.metrics import tv_distance
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import SeededRandom, SystemRandom
 from shuffledp.shuffler.permute import uniform_permutation
-from shuffledp.simulations.checkins import (
+from shuffledp.simulations.data.checkins import (
     CheckInReader,
     CheckInReadError,
     LoadStats,
     load_checkin_arrays,
 )
-from shuffledp.simulations.regions import PRESETS, Region
-
-from .base import ExperimentContext, ExperimentError, ExperimentOutput
-from .fastpath import (
+from shuffledp.simulations.data.regions import PRESETS, Region
+from shuffledp.simulations.experiments.base import (
+    ExperimentContext,
+    ExperimentError,
+    ExperimentOutput,
+)
+from shuffledp.simulations.experiments.fastpath import (
     PAPER_EPS0,
     TARGET_DELTA,
     TARGET_EPS,
@@ -100,7 +103,8 @@ from .fastpath import (
     run_specs_through_pipeline,
     spec_sources,
 )
-from .runner import repetition_seed
+from shuffledp.simulations.experiments.runner import repetition_seed
+from shuffledp.validation import require_int
 
 __all__ = [
     "CELL_COLUMNS",
@@ -1022,7 +1026,7 @@ def _write_heatmap_data(path: Path, region: Region, maps: Mapping[str, Outcome])
 
 
 def _heat_map(out: Path, setup: RegionExperiment, region: Region, outcome: Outcome) -> Path:
-    from .plots import heat_maps
+    from shuffledp.simulations.experiments.plots import heat_maps
 
     assert outcome.maps is not None
     row = outcome.row
@@ -1059,7 +1063,7 @@ def _tv_values(outcomes: Sequence[Outcome], column: str, **match: Any) -> list[f
 def _tv_vs_n_figure(
     out: Path, setup: RegionExperiment, setting: str, outcomes: Sequence[Outcome], ns: Sequence[int]
 ) -> Path:
-    from .plots import box_plot
+    from shuffledp.simulations.experiments.plots import box_plot
 
     data = {
         label: [_tv_values(outcomes, column, setting=setting, n=n) or [math.nan] for n in ns]
@@ -1084,7 +1088,7 @@ def _tv_vs_eps_figure(
     eps_grid: Sequence[float],
     n: int,
 ) -> Path:
-    from .plots import box_plot
+    from shuffledp.simulations.experiments.plots import box_plot
 
     data = {
         label: [

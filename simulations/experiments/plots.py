@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 
 __all__ = ["box_plot", "heat_maps", "line_plot"]
 
@@ -143,7 +143,7 @@ def heat_maps(
 
     ``values``: one number per cell in the regions' numbering (``cell = row * columns +
     column``, row 0 the southernmost band, column 0 the westernmost; see
-    :mod:`shuffledp.simulations.regions`), reshaped to (rows, columns) and drawn with
+    :mod:`shuffledp.simulations.data.regions`), reshaped to (rows, columns) and drawn with
     ``origin="lower"``, so north is up and east is right. ``extent`` = (lon_min, lon_max,
     lat_min, lat_max) labels the axes in degrees. ``shared_scale``: one colour scale for all
     panels (so equal colours mean equal values across panels).

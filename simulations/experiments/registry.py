@@ -10,7 +10,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 
-from .base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
 
 __all__ = ["EXPERIMENTS", "load_experiment"]
 

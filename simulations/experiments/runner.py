@@ -29,9 +29,8 @@ from typing import Any, TypeVar
 
 import numpy as np
 
-from shuffledp.accountant.mechanism import require_int
-
-from .base import ExperimentError
+from shuffledp.simulations.experiments.base import ExperimentError
+from shuffledp.validation import require_int
 
 __all__ = [
     "DaskRepeater",

@@ -2,7 +2,7 @@
 
 Data: the synthetic distribution of the paper's evaluation, N(0, 2) (variance 2) discretised
 into k = 15 equal bins over +-3 standard deviations
-(:func:`shuffledp.simulations.datasets.synthetic_values`; k = 15 is the project's default, the
+(:func:`shuffledp.simulations.data.datasets.synthetic_values`; k = 15 is the project's default, the
 paper's own k could not be checked here). Each (n, run) draws a fresh data set of n values.
 
 For every n on a log grid and every run, one round through the fast path
@@ -36,12 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shuffledp.accountant.mechanism import require_int
 from shuffledp.randomness import SeededRandom, SystemRandom
-from shuffledp.simulations.datasets import synthetic_values
-
-from .base import ExperimentContext, ExperimentOutput
-from .fastpath import (
+from shuffledp.simulations.data.datasets import synthetic_values
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.fastpath import (
     PAPER_EPS0,
     TARGET_DELTA,
     TARGET_EPS,
@@ -51,7 +49,8 @@ from .fastpath import (
     run_spec,
     run_specs_through_pipeline,
 )
-from .runner import repetition_seed
+from shuffledp.simulations.experiments.runner import repetition_seed
+from shuffledp.validation import require_int
 
 __all__ = ["COLUMNS", "ESTIMATORS", "run"]
 
@@ -231,7 +230,7 @@ def _values(rows: Sequence[dict[str, Any]], setting: str, n: int, column: str) -
 
 
 def _figure(out: Path, setting: str, rows: Sequence[dict[str, Any]], ns: Sequence[int]) -> Path:
-    from .plots import box_plot
+    from shuffledp.simulations.experiments.plots import box_plot
 
     data = {
         label: [_values(rows, setting, n, column) or [math.nan] for n in ns]

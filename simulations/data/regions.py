@@ -26,7 +26,7 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 
 __all__ = [
     "DECIMAL_NUMBER",

@@ -1,4 +1,4 @@
-"""`shuffledp audit`: the command line of :mod:`shuffledp.simulations.audit`.
+"""`shuffledp audit`: the command line of :mod:`shuffledp.simulations.audit.empirical`.
 
 ``shuffledp audit --n N --k K --eps0 E0 --eps E [--dataset worst | single-bin --nx0 M]
 [--trials T] [--seed S] [--json]`` runs the mechanism T times on each dataset of a neighbouring
@@ -18,10 +18,10 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from shuffledp.accountant.cli import format_value
+from shuffledp.cli.account import format_value
 
 if TYPE_CHECKING:
-    from .audit import AuditResult
+    from shuffledp.simulations.audit.empirical import AuditResult
 
 # The audit module (scipy.stats, the accountant) is imported only when `audit` runs: every
 # `shuffledp` process, hops and clients included, builds this parser (it cost each one 50 MiB
@@ -126,7 +126,7 @@ def _progress_factory() -> Callable[[int], Callable[[], None]]:
 def _run_with_progress(
     args: argparse.Namespace, progress: Callable[[int], Callable[[], None]] | None
 ) -> AuditResult:
-    from .audit import run_audit
+    from shuffledp.simulations.audit.empirical import run_audit
 
     return run_audit(
         n=args.n,

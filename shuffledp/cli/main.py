@@ -6,11 +6,16 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from shuffledp import __version__, components_cli, keys_cli
-from shuffledp.accountant import cli as account_cli
-from shuffledp.accountant.bounds import OutsideConditionsError
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.simulations import audit_cli, broker_cli, experiment_cli, simulate_cli, stream_cli
+from shuffledp import __version__
+from shuffledp.cli import account as account_cli
+from shuffledp.cli import audit as audit_cli
+from shuffledp.cli import broker as broker_cli
+from shuffledp.cli import components as components_cli
+from shuffledp.cli import experiment as experiment_cli
+from shuffledp.cli import keys as keys_cli
+from shuffledp.cli import simulate as simulate_cli
+from shuffledp.cli import stream as stream_cli
+from shuffledp.errors import InvalidParameterError, OutsideConditionsError
 
 
 class _OneLineParser(argparse.ArgumentParser):

@@ -5,7 +5,7 @@ Layout of a key directory DIR for H hops (1 <= H <= MAX_HOPS):
 - ``public.json`` (mode 0644): ``{"format": "shuffledp-keys", "version": 1, "n_hops": H,
   "hops": [hex of hop 0's public key, ...], "analyzer": hex of the analyzer's public key}``.
   Clients need only this file of it (with client authentication also their process key in
-  ``access/``, :mod:`shuffledp.access`).
+  ``access/``, :mod:`shuffledp.security.access`).
 - ``hop-0.key`` ... ``hop-{H-1}.key`` and ``analyzer.key`` (mode 0600): the 64 lowercase hex
   characters of the stage's 32-byte X25519 private key, then a newline. Each belongs on its
   stage's machine only.
@@ -30,7 +30,7 @@ from typing import Any
 
 from nacl.public import PrivateKey, PublicKey
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import (
     KEY_SIZE,
     generate_keypair,
@@ -39,6 +39,7 @@ from shuffledp.protocol.onion import (
     public_key_from_bytes,
     public_key_to_bytes,
 )
+from shuffledp.validation import require_int
 
 FORMAT = "shuffledp-keys"
 VERSION = 1

@@ -43,7 +43,7 @@ kept, the incomplete last line (a number cut short would look valid) is rejected
 summary says it too. An unreadable path, a directory or a text stream that raises a decoding
 error is an error (:class:`CheckInReadError`) naming the source.
 
-Region filtering is separate (:mod:`shuffledp.simulations.regions`):
+Region filtering is separate (:mod:`shuffledp.simulations.data.regions`):
 :func:`checkins_in_region` streams ``(check-in, cell)`` pairs, and
 :func:`load_checkin_arrays` keeps a region's check-ins as compact numpy arrays
 (:class:`CheckInArrays`: user codes, times, cells) with :meth:`CheckInArrays.most_recent_cells`,
@@ -69,8 +69,8 @@ from typing import IO, Any, TextIO, cast
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.simulations.regions import DECIMAL_NUMBER, Region
+from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.data.regions import DECIMAL_NUMBER, Region
 
 __all__ = [
     "FORMATS",

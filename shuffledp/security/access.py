@@ -53,16 +53,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
-from shuffledp.keys import (
-    DIRECTORY_MODE,
-    MAX_HOPS,
-    PRIVATE_FILE_MODE,
-    PUBLIC_FILE_MODE,
-    KeyDirectoryError,
-    _read_private_file,
-    _write_file,
-)
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import (
     MASTER_KEY_SIZE,
     ClientRoster,
@@ -71,6 +62,16 @@ from shuffledp.protocol.client_auth import (
     process_key,
 )
 from shuffledp.protocol.topics import validate_prefix
+from shuffledp.security.keys import (
+    DIRECTORY_MODE,
+    MAX_HOPS,
+    PRIVATE_FILE_MODE,
+    PUBLIC_FILE_MODE,
+    KeyDirectoryError,
+    _read_private_file,
+    _write_file,
+)
+from shuffledp.validation import require_int
 
 __all__ = [
     "ACCESS_DIR",
@@ -319,7 +320,7 @@ max_inflight_messages 1000
 max_packet_size {MAX_PACKET_BYTES}
 """
 """Mosquitto lines every configuration made here needs so that no QoS 1 report is dropped
-silently (in the broker template of simulations/broker.py, the ``mosquitto.conf`` of
+silently (in the broker template of shuffledp/brokers/embedded.py, the ``mosquitto.conf`` of
 ``keys init`` and the TLS one)."""
 
 
@@ -328,7 +329,7 @@ def mosquitto_auth_settings(access_dir: Path) -> str:
     before any listener; ``per_listener_settings false`` makes them apply to all)."""
     root = Path(os.path.abspath(access_dir))
     return (
-        "# Accounts and topic ACLs made by `shuffledp keys init` (shuffledp/access.py).\n"
+        "# Accounts and topic ACLs made by `shuffledp keys init` (shuffledp/security/access.py).\n"
         "per_listener_settings false\n"
         "allow_anonymous false\n"
         f"password_file {root / 'passwd'}\n"

@@ -1,4 +1,4 @@
-"""`shuffledp stream`: the command line of :mod:`shuffledp.simulations.stream`.
+"""`shuffledp stream`: the command line of :mod:`shuffledp.simulations.pipeline.stream`.
 
 ``shuffledp stream --dataset PATH|- --region paris --epoch 7d [--budget EPS,DELTA] [--json]``
 prints one line per epoch as soon as its round is over (with ``--json``: one JSON object per
@@ -83,14 +83,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.simulations.checkins import (
+    from shuffledp.simulations.data.checkins import (
         CheckInReader,
         CheckInReadError,
         load_checkin_arrays,
     )
-    from shuffledp.simulations.regions import region_from_options
-    from shuffledp.simulations.simulate import SimulationError, SimulationOptions
-    from shuffledp.simulations.stream import (
+    from shuffledp.simulations.data.regions import region_from_options
+    from shuffledp.simulations.pipeline.simulate import SimulationError, SimulationOptions
+    from shuffledp.simulations.pipeline.stream import (
         STREAM_DISCRETIZATION,
         InputCounts,
         StreamError,
@@ -174,7 +174,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _epochs_between(first: int, last: int, length: int) -> int:
-    from shuffledp.simulations.stream import epoch_number
+    from shuffledp.simulations.pipeline.stream import epoch_number
 
     return epoch_number(last, length) - epoch_number(first, length) + 1
 
@@ -188,12 +188,12 @@ async def _run(
     show_progress: bool,
     total_epochs: int | None,
 ) -> dict[str, Any]:
-    from shuffledp.simulations.simulate import (
+    from shuffledp.simulations.pipeline.simulate import (
         PipelineSession,
         RoundRefusedError,
         SimulationError,
     )
-    from shuffledp.simulations.stream import StreamRunner
+    from shuffledp.simulations.pipeline.stream import StreamRunner
 
     progress = _Progress(total_epochs) if show_progress else None
     async with PipelineSession(options) as session:

@@ -12,10 +12,10 @@ the broker could not be reached (or refused this component's account); 130 inter
 
 Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
 ``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
-(:mod:`shuffledp.access`); ``--no-auth`` connects anonymously, for an open broker.
+(:mod:`shuffledp.security.access`); ``--no-auth`` connects anonymously, for an open broker.
 ``--broker mqtts://HOST[:PORT]`` connects over TLS and verifies the broker's certificate
 against ``--tls-ca FILE`` (``KEYS/tls/ca.pem`` of ``shuffledp keys init --tls``) or the system's
-trust store (:mod:`shuffledp.tls`).
+trust store (:mod:`shuffledp.security.tls`).
 
 Client authentication (secure by default, switched off by the same ``--no-auth``): a client
 process ``clients-<j>`` puts each report in its client's authenticator envelope with the keys
@@ -40,13 +40,13 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.access import load_client_verifier, load_password, load_process_credentials
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.keys import load_analyzer_key, load_hop_key, load_public_directory
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.protocol.runtime import NotReadyError
 from shuffledp.protocol.topics import status_topic
 from shuffledp.randomness import default_source
+from shuffledp.security.access import load_client_verifier, load_password, load_process_credentials
+from shuffledp.security.keys import load_analyzer_key, load_hop_key, load_public_directory
 
 __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
 
@@ -406,7 +406,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
 
 def _run_clients(args: argparse.Namespace) -> int:
     from shuffledp.clients.service import ClientSettings, run_clients
-    from shuffledp.simulations.datasets import synthetic_values
+    from shuffledp.simulations.data.datasets import synthetic_values
 
     directory = load_public_directory(args.keys)
     rng = default_source(args.seed)

@@ -1,4 +1,4 @@
-"""`shuffledp simulate`: the command line of :mod:`shuffledp.simulations.simulate`."""
+"""`shuffledp simulate`: the command line of :mod:`shuffledp.simulations.pipeline.simulate`."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from shuffledp.simulations.simulate import SimulationOptions
+    from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
 __all__ = ["add_parser", "format_report"]
 
@@ -131,10 +131,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.keys import load_public_directory
-    from shuffledp.simulations.datasets import DEFAULT_K, parse_dataset_spec
-    from shuffledp.simulations.regions import region_from_options
-    from shuffledp.simulations.simulate import SimulationError, SimulationOptions, run_simulation
+    from shuffledp.security.keys import load_public_directory
+    from shuffledp.simulations.data.datasets import DEFAULT_K, parse_dataset_spec
+    from shuffledp.simulations.data.regions import region_from_options
+    from shuffledp.simulations.pipeline.simulate import (
+        SimulationError,
+        SimulationOptions,
+        run_simulation,
+    )
 
     region = None
     if args.region is not None or args.box is not None or args.grid is not None:

@@ -1,5 +1,5 @@
 """`shuffledp keys`: manage the key directory of a deployment (`keys init DIR --hops H`, with
-`--tls` also a private CA and the broker's TLS certificate, :mod:`shuffledp.tls`).
+`--tls` also a private CA and the broker's TLS certificate, :mod:`shuffledp.security.tls`).
 
 Output names files, their modes and public key fingerprints; never private key material.
 """
@@ -13,9 +13,10 @@ import stat
 from pathlib import Path
 from typing import Any
 
-from shuffledp.access import DEFAULT_CLIENTS_PER_PROCESS, access_directory, init_access
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.keys import (
+from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.onion import public_key_to_bytes
+from shuffledp.security.access import DEFAULT_CLIENTS_PER_PROCESS, access_directory, init_access
+from shuffledp.security.keys import (
     ANALYZER_STAGE,
     fingerprint,
     init_key_directory,
@@ -23,8 +24,7 @@ from shuffledp.keys import (
     public_file_path,
     stage_names,
 )
-from shuffledp.protocol.onion import public_key_to_bytes
-from shuffledp.tls import (
+from shuffledp.security.tls import (
     DEFAULT_TLS_HOSTS,
     TlsFiles,
     check_tls_absent,

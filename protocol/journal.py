@@ -59,11 +59,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import validate_prefix
+from shuffledp.validation import require_int
 
 __all__ = [
     "FEED_CHUNK",

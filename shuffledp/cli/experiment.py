@@ -117,11 +117,11 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.accountant.mechanism import InvalidParameterError
+    from shuffledp.errors import InvalidParameterError
     from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentError
     from shuffledp.simulations.experiments.registry import EXPERIMENTS, load_experiment
     from shuffledp.simulations.experiments.runner import DaskRepeater, LocalRepeater
-    from shuffledp.simulations.simulate import SimulationError
+    from shuffledp.simulations.pipeline.simulate import SimulationError
 
     try:
         selected = _check_args(args, list(EXPERIMENTS))

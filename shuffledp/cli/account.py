@@ -7,19 +7,20 @@ import json
 import math
 from typing import Any
 
-from .blanket import OptimalBlanket
-from .bounds import (
+from shuffledp.accountant.blanket import OptimalBlanket
+from shuffledp.accountant.bounds import (
     Bound,
     BoundKind,
     CloneFormBound,
     OutsideConditionsError,
     SingleBin,
 )
-from .inversion import eps_for_delta
-from .mechanism import N_MAX, InvalidParameterError, ShuffledKRR
-from .registry import BOUND_NAMES, make_bound, needs_nx0
-from .renyi_girgis import RenyiGirgis, compose_rdp
-from .tight import Tight, witness_dataset
+from shuffledp.accountant.inversion import eps_for_delta
+from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
+from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
+from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp
+from shuffledp.accountant.tight import Tight, witness_dataset
+from shuffledp.errors import InvalidParameterError
 
 
 def add_parser(subparsers: Any) -> None:
@@ -140,7 +141,10 @@ def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> 
 
 
 def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
-    from .composition import PairSource, compose  # lazy: dp_accounting takes ~0.9 s to import
+    from shuffledp.accountant.composition import (  # lazy: dp_accounting takes ~0.9 s to import
+        PairSource,
+        compose,
+    )
 
     if isinstance(bound, RenyiGirgis):
         return _rdp_compose_row(bound, mech, args)

@@ -15,7 +15,7 @@ import signal
 import sys
 from typing import Any
 
-from .broker import DEFAULT_MQTT_PORT, EmbeddedBroker
+from shuffledp.brokers.embedded import DEFAULT_MQTT_PORT, EmbeddedBroker
 
 
 def add_parser(subparsers: Any) -> None:
@@ -45,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
         )
-    from shuffledp.access import access_directory
+    from shuffledp.security.access import access_directory
 
     access = None if args.keys is None else access_directory(args.keys)
     # InvalidParameterError: bad port; AccessError: missing passwd/acl

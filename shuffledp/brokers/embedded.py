@@ -37,9 +37,9 @@ from typing import Any, TypeVar
 
 from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
 
-from shuffledp.access import MAX_PACKET_BYTES, MOSQUITTO_DELIVERY_SETTINGS
-from shuffledp.accountant.mechanism import InvalidParameterError
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.mqtt import parse_broker_url
+from shuffledp.security.access import MAX_PACKET_BYTES, MOSQUITTO_DELIVERY_SETTINGS
 
 __all__ = [
     "DEFAULT_MQTT_PORT",
@@ -112,7 +112,7 @@ class _DropStartupTraceback(logging.Filter):
 def _amqtt_config(port: int, access_dir: Path | None = None) -> dict[str, Any]:
     # amqtt 0.12's format; unknown keys raise. No $SYS plugin, no event/packet logger plugins.
     # Without access_dir the anonymous-auth plugin (without any auth plugin every client is
-    # refused); with it, the accounts and ACL of shuffledp.access, from the very files Mosquitto
+    # refused); with it, the accounts and ACL of shuffledp.security.access, from the very files Mosquitto
     # reads (its passwd with $7$ hashes and its acl file), so both brokers enforce one policy.
     listeners = {"default": {"type": "tcp", "bind": f"{LOOPBACK}:{port}"}}
     if access_dir is None:
@@ -131,7 +131,7 @@ def _amqtt_config(port: int, access_dir: Path | None = None) -> dict[str, Any]:
 class PasswordFileAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt is untyped
     """amqtt authentication against a Mosquitto 2.0 password file of ``$7$`` (PBKDF2-SHA512)
     hashes: a CONNECT is accepted iff it names a user of the file and the password verifies
-    (:func:`shuffledp.access.verify_password`, constant-time). Anonymous and unknown users are
+    (:func:`shuffledp.security.access.verify_password`, constant-time). Anonymous and unknown users are
     refused (CONNACK "not authorized"). amqtt's own FileAuthPlugin needs argon2-cffi or the
     deprecated crypt module; this one reads the file Mosquitto reads."""
 
@@ -141,12 +141,12 @@ class PasswordFileAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt is 
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
-        from shuffledp.access import parse_password_file
+        from shuffledp.security.access import parse_password_file
 
         self._users = parse_password_file(self.config.password_file)
 
     async def authenticate(self, *, session: Any) -> bool:
-        from shuffledp.access import verify_password
+        from shuffledp.security.access import verify_password
 
         username, password = session.username, session.password
         if not username or password is None or username not in self._users:
@@ -169,7 +169,7 @@ class AclFileTopicPlugin(BaseTopicPlugin):  # type: ignore[misc]  # amqtt is unt
 
     def __init__(self, context: Any) -> None:
         super().__init__(context)
-        from shuffledp.access import parse_acl_file
+        from shuffledp.security.access import parse_acl_file
 
         self._rules = parse_acl_file(self.config.acl_file)
 
@@ -182,7 +182,7 @@ class AclFileTopicPlugin(BaseTopicPlugin):  # type: ignore[misc]  # amqtt is unt
         """The ACL decision, without awaiting (see :func:`_check_topics_without_yielding`)."""
         from amqtt.contexts import Action
 
-        from shuffledp.access import topic_matches
+        from shuffledp.security.access import topic_matches
 
         if action == Action.RECEIVE:
             # Every subscription was checked against the read rules when it was made, so a
@@ -277,7 +277,7 @@ def _check_topics_without_yielding(broker: Any) -> None:
 class EmbeddedBroker:
     """amqtt's MQTT 3.1.1 broker in the running event loop, on 127.0.0.1 only.
 
-    ``access_dir`` (a key directory's ``access/``, :mod:`shuffledp.access`): accounts and topic
+    ``access_dir`` (a key directory's ``access/``, :mod:`shuffledp.security.access`): accounts and topic
     ACLs enforced (no anonymous client); without it the broker is open (loopback only).
 
     ``async with EmbeddedBroker() as broker:`` starts it on a free port (or `port`); it accepts
@@ -380,7 +380,7 @@ class EmbeddedBroker:
 
 MOSQUITTO_CONFIG_TEMPLATE = f"""\
 # Mosquitto 2.x configuration for shuffledp (made from MOSQUITTO_CONFIG_TEMPLATE in
-# simulations/broker.py; deploy/mosquitto.conf is this file for port 1883).
+# shuffledp/brokers/embedded.py; deploy/mosquitto.conf is this file for port 1883).
 # Run: mosquitto -c deploy/mosquitto.conf   then: shuffledp simulate --broker mqtt://127.0.0.1:1883
 #
 # Security settings (allow_anonymous) apply to every listener alike; set before any listener.
@@ -410,13 +410,13 @@ def write_mosquitto_config(
     tls_port: int | None = None,
 ) -> Path:
     """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
-    With ``access_dir`` (:mod:`shuffledp.access`), anonymous clients are refused and the
+    With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused and the
     accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
-    key directory's ``tls/``, :mod:`shuffledp.tls`) and ``tls_port``, a second listener on
+    key directory's ``tls/``, :mod:`shuffledp.security.tls`) and ``tls_port``, a second listener on
     127.0.0.1:`tls_port` speaks MQTT over TLS with that directory's server certificate; the
     same security settings apply to both listeners."""
-    from shuffledp.access import mosquitto_auth_settings
-    from shuffledp.tls import mosquitto_tls_listener
+    from shuffledp.security.access import mosquitto_auth_settings
+    from shuffledp.security.tls import mosquitto_tls_listener
 
     path = Path(directory) / "mosquitto.conf"
     text = MOSQUITTO_CONFIG_TEMPLATE.format(port=_check_port(port))
@@ -430,7 +430,7 @@ def write_mosquitto_config(
             f"{tls_dir!r} and tls_port {tls_port!r}"
         )
     if tls_dir is not None and tls_port is not None:
-        text += "# MQTT over TLS (shuffledp.tls), loopback only like the listener above.\n"
+        text += "# MQTT over TLS (shuffledp.security.tls), loopback only like the listener above.\n"
         text += mosquitto_tls_listener(
             _check_tls_dir(tls_dir), _check_port(tls_port), bind_address=LOOPBACK
         )
@@ -448,7 +448,7 @@ def write_mosquitto_config(
 
 
 def _check_tls_dir(tls_dir: str | os.PathLike[str]) -> Path:
-    from shuffledp.tls import SERVER_CERT_FILE, SERVER_KEY_FILE, TlsError
+    from shuffledp.security.tls import SERVER_CERT_FILE, SERVER_KEY_FILE, TlsError
 
     root = Path(os.path.abspath(tls_dir))
     for name in (SERVER_CERT_FILE, SERVER_KEY_FILE):
@@ -461,7 +461,7 @@ def _check_tls_dir(tls_dir: str | os.PathLike[str]) -> Path:
 
 
 def _check_access_dir(access_dir: str | os.PathLike[str]) -> Path:
-    from shuffledp.access import AccessError
+    from shuffledp.security.access import AccessError
 
     root = Path(os.path.abspath(access_dir))
     for name in ("passwd", "acl"):

@@ -89,13 +89,10 @@ from shuffledp.accountant import (
     needs_nx0,
 )
 from shuffledp.accountant.bounds import BoundKind
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    require_eps,
-    require_finite,
-    require_int,
-)
+from shuffledp.accountant.mechanism import require_eps
+from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import RandomSource, default_source
+from shuffledp.validation import require_finite, require_int
 
 __all__ = [
     "AUDIT_ALPHA",

@@ -1,7 +1,7 @@
 """TLS to an external broker: a private certificate authority, the broker's certificate, and the
 SSL context a component verifies the broker with.
 
-Why: over ``mqtt://`` the broker passwords (:mod:`shuffledp.access`), the topics and the
+Why: over ``mqtt://`` the broker passwords (:mod:`shuffledp.security.access`), the topics and the
 ciphertexts cross the network in the clear, so anyone on the path can log in as any component
 or watch the traffic per connection. Over ``mqtts://`` (TLS >= 1.2) they are encrypted, and a
 component talks only to a broker holding a certificate signed by the deployment's CA.
@@ -35,7 +35,7 @@ Parameters, and why:
   ``cryptography.x509.random_serial_number`` draws them: positive and within RFC 5280's 20
   octets; unpredictable serials are what CAs use against chosen-prefix collisions.
 
-Files are written like the key directory's (:func:`shuffledp.keys._write_file`): created with
+Files are written like the key directory's (:func:`shuffledp.security.keys._write_file`): created with
 O_EXCL at their final mode (never wider at any moment), fsynced; with ``overwrite`` each is
 written to a fresh temporary file and renamed over the old one (atomic for readers). Without
 ``overwrite`` nothing is written if any of the four files exists.
@@ -62,13 +62,13 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from shuffledp.access import (
+from shuffledp.errors import InvalidParameterError
+from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
     access_directory,
     mosquitto_auth_settings,
 )
-from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.keys import (
+from shuffledp.security.keys import (
     DIRECTORY_MODE,
     PRIVATE_FILE_MODE,
     PUBLIC_FILE_MODE,
@@ -439,7 +439,7 @@ def mosquitto_tls_listener(
     """Mosquitto 2.x lines for a TLS listener on ``port`` (all interfaces unless
     ``bind_address``) with the server certificate and key of ``tls_dir``, TLS >= 1.2. No client
     certificates are asked for: components authenticate with their accounts
-    (:mod:`shuffledp.access`), over the encrypted connection."""
+    (:mod:`shuffledp.security.access`), over the encrypted connection."""
     root = Path(os.path.abspath(tls_dir))
     where = f"{port}" if bind_address is None else f"{port} {bind_address}"
     return (

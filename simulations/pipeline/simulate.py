@@ -13,7 +13,7 @@ get SIGTERM, then SIGKILL after a grace period; the temporary directory is remov
 retained topics of the round are cleared.
 
 Access control (``options.auth``, the default): the key directory also gets broker accounts and
-topic ACLs for the session's prefix (:mod:`shuffledp.access`); the embedded broker enforces them
+topic ACLs for the session's prefix (:mod:`shuffledp.security.access`); the embedded broker enforces them
 (``shuffledp broker --keys``), every child logs in with its own account, and the launcher as
 ``monitor``. With an external broker the children log in with these fresh accounts too, which
 an open broker accepts; ``auth=False`` makes everything connect anonymously (``--no-auth``).
@@ -43,30 +43,25 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.access import (
+from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
+from shuffledp.analyzer.report import build_report
+from shuffledp.errors import InvalidParameterError, OperationalError
+from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
+from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
+from shuffledp.randomness import default_source
+from shuffledp.security.access import (
     DEFAULT_CLIENTS_PER_PROCESS,
     MONITOR,
     init_access,
     load_access_settings,
     load_password,
 )
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    check_range,
-    require_delta,
-    require_eps,
-    require_int,
-    require_positive,
-)
-from shuffledp.analyzer.report import build_report
-from shuffledp.keys import init_key_directory, load_public_directory
-from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
-from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
-from shuffledp.randomness import default_source
-from shuffledp.simulations.datasets import check_dataset_sizes, resolve_dataset
-from shuffledp.simulations.regions import Region
+from shuffledp.security.keys import init_key_directory, load_public_directory
+from shuffledp.simulations.data.datasets import check_dataset_sizes, resolve_dataset
+from shuffledp.simulations.data.regions import Region
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "PipelineSession",
@@ -85,7 +80,7 @@ GRACE_SECONDS = 5.0
 BROKER_START_TIMEOUT = 20.0
 
 
-class SimulationError(RuntimeError):
+class SimulationError(OperationalError):
     """A component failed or the round did not complete; the message says which and why."""
 
 
@@ -97,7 +92,7 @@ class RoundRefusedError(SimulationError):
 class SimulationOptions:
     """What `shuffledp simulate` runs (validated on construction).
 
-    ``dataset`` is a spec of :func:`shuffledp.simulations.datasets.resolve_dataset`
+    ``dataset`` is a spec of :func:`shuffledp.simulations.data.datasets.resolve_dataset`
     (``synthetic``, ``uniform``, ``zipf:1.1``, ``histogram:3,0,5``, ``gowalla:PATH``, ...);
     ``region`` is required by ``gowalla:PATH`` and refused by the others. ``n`` None means the
     dataset's own size (every user of a check-in file, a histogram's sum; 10,000 for the
@@ -152,7 +147,7 @@ class SimulationOptions:
                     f"tls_ca (--tls-ca {self.tls_ca}) needs an mqtts:// broker (--broker "
                     f"mqtts://HOST[:PORT]), got broker {self.broker!r}"
                 )
-            from shuffledp.tls import client_tls_context
+            from shuffledp.security.tls import client_tls_context
 
             client_tls_context(self.tls_ca)  # TlsError naming the file, before anything starts
         if self.seed is not None:
@@ -363,7 +358,7 @@ class PipelineSession:
                 )
                 self._broker_label = f"embedded amqtt at {self._url}"
             elif self.options.broker == MOSQUITTO:
-                from shuffledp.simulations.broker import MosquittoBroker
+                from shuffledp.brokers.embedded import MosquittoBroker
 
                 self._mosquitto = MosquittoBroker(
                     access_dir=self._keys / "access" if self.options.auth else None
@@ -657,7 +652,7 @@ async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
 
 
 async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Child, str]:
-    from shuffledp.simulations.broker import free_loopback_port
+    from shuffledp.brokers.embedded import free_loopback_port
 
     last_error = ""
     for _attempt in range(3):  # the free port may be taken between probing and binding

@@ -22,7 +22,7 @@ Reports
     In each epoch every active user (a check-in inside the region during the epoch) that is not
     cut off by the budget reports once: the cell of its *latest* check-in of the epoch (for
     equal times, the first one read; as ``shuffledp simulate``'s one report per user). The round runs through
-    :meth:`~shuffledp.simulations.simulate.PipelineSession.run_round` (separate processes over
+    :meth:`~shuffledp.simulations.pipeline.simulate.PipelineSession.run_round` (separate processes over
     MQTT). An epoch with fewer reporting users than ``min_users`` is skipped (a record says why;
     nothing is sent, nobody is charged). A run of epochs with no check-in at all is one
     ``empty`` record.
@@ -73,18 +73,14 @@ from typing import TYPE_CHECKING, Any, Protocol
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    ShuffledKRR,
-    require_delta,
-    require_int,
-    require_positive,
-)
-from shuffledp.simulations.regions import Region
+from shuffledp.accountant.mechanism import ShuffledKRR, require_delta
+from shuffledp.errors import InvalidParameterError, OperationalError
+from shuffledp.simulations.data.regions import Region
+from shuffledp.validation import require_int, require_positive
 
 if TYPE_CHECKING:
     from shuffledp.accountant.composition import FamilyPLD
-    from shuffledp.simulations.checkins import CheckInArrays
+    from shuffledp.simulations.data.checkins import CheckInArrays
 
 __all__ = [
     "EPOCH_ORIGIN",
@@ -131,7 +127,7 @@ LEDGER_MAX_BYTES = 512 * 2**20
 MAX_EPOCH_SECONDS = 3_650 * 86_400
 
 
-class StreamError(RuntimeError):
+class StreamError(OperationalError):
     """The input cannot form a stream (e.g. rows without time); the message says why."""
 
 
@@ -205,7 +201,7 @@ class StreamEvent:
 
 
 class CheckInLike(Protocol):
-    """What the stream reads of a check-in (shuffledp.simulations.checkins.CheckIn)."""
+    """What the stream reads of a check-in (shuffledp.simulations.data.checkins.CheckIn)."""
 
     @property
     def user(self) -> str | None: ...
@@ -249,7 +245,7 @@ def events_from_checkins(
 
 
 def events_from_arrays(arrays: CheckInArrays) -> Iterator[StreamEvent]:
-    """The events of a loaded region (:func:`~shuffledp.simulations.checkins.load_checkin_arrays`)
+    """The events of a loaded region (:func:`~shuffledp.simulations.data.checkins.load_checkin_arrays`)
     sorted by time (stable). StreamError for a file without users or times (lat,lon CSV)."""
     if len(arrays) and not (arrays.has_users and arrays.has_times):
         raise StreamError(
@@ -583,7 +579,7 @@ class UserLedger:
 RoundRunner = Callable[[npt.NDArray[np.int64], int, str], Awaitable[dict[str, Any]]]
 
 
-class StreamRoundRefusedError(Exception):
+class StreamRoundRefusedError(OperationalError):
     """A round runner's way to say the round was refused and nothing was published."""
 
 

@@ -17,8 +17,8 @@ probabilities, and ``<name>_values(n, k, ..., rng)``, n independent draws with a
   order (n = the sum, k = the number of counts).
 
 :func:`resolve_dataset` turns a ``--dataset`` spec into a :class:`Dataset`; besides the above it
-reads real check-ins, ``gowalla:PATH`` (:mod:`shuffledp.simulations.checkins`), in a region's
-grid (:mod:`shuffledp.simulations.regions`), with one report per user: the cell of the user's
+reads real check-ins, ``gowalla:PATH`` (:mod:`shuffledp.simulations.data.checkins`), in a region's
+grid (:mod:`shuffledp.simulations.data.regions`), with one report per user: the cell of the user's
 most recent check-in inside the region (:data:`MOST_RECENT_RULE`).
 """
 
@@ -33,11 +33,12 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import ndtr, ndtri
 
-from shuffledp.accountant.mechanism import InvalidParameterError, require_int
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_K
 from shuffledp.randomness import RandomSource, SystemRandom
 from shuffledp.shuffler.permute import uniform_permutation
-from shuffledp.simulations.regions import DECIMAL_NUMBER, Region
+from shuffledp.simulations.data.regions import DECIMAL_NUMBER, Region
+from shuffledp.validation import require_int
 
 __all__ = [
     "DATASET_KINDS",
@@ -463,7 +464,7 @@ def resolve_dataset(
 def _gowalla(
     parsed: DatasetSpec, path: str, *, n: int | None, region: Region, rng: RandomSource
 ) -> Dataset:
-    from shuffledp.simulations.checkins import CheckInReader, load_checkin_arrays
+    from shuffledp.simulations.data.checkins import CheckInReader, load_checkin_arrays
 
     reader = CheckInReader(path)
     arrays = load_checkin_arrays(reader, region)

@@ -1,0 +1,61 @@
+"""Every error shuffledp raises on purpose derives from :class:`ShuffledpError`.
+
+The tree (what the command line does with each branch in brackets)::
+
+    ShuffledpError
+    ├── InvalidParameterError       bad input: a flag, a parameter, a file  [exit 2]
+    │   ├── security.keys.KeyDirectoryError
+    │   │   └── security.access.AccessError
+    │   ├── security.tls.TlsError
+    │   ├── protocol.journal.JournalError
+    │   └── simulations.data.checkins.CheckInReadError
+    ├── OutsideConditionsError      a bound asked outside the conditions it holds in  [exit 2]
+    │   └── accountant.gsum.TooLargeError
+    ├── RejectedMessage             a message from the network refused by a stage; counted
+    │                               by reason, never fatal (protocol.errors has one per reason)
+    └── OperationalError            a run that failed: broker, round, lost reports  [exit 1]
+        ├── BrokerError             unreachable, refused, or could not start
+        │   └── protocol.mqtt.MqttConnectionError
+        ├── protocol.runtime.NotReadyError
+        ├── shuffler.hop.BatchTooSmall, shuffler.hop.RoundClosedError
+        ├── analyzer.estimators.IBUConvergenceError
+        ├── simulations.pipeline.simulate.SimulationError
+        │   └── RoundRefusedError
+        ├── simulations.pipeline.stream.StreamError
+        └── simulations.experiments.base.ExperimentError
+
+Each class keeps the built-in base it had (``ValueError`` for bad input, ``RuntimeError`` for
+failures), so ``except ValueError`` written against an older version still works. This module
+imports nothing from the package: every layer may use it.
+"""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+
+class ShuffledpError(Exception):
+    """Base of every error shuffledp raises on purpose; the CLI prints it as one line."""
+
+
+class InvalidParameterError(ShuffledpError, ValueError):
+    """A parameter, flag or input file breaks a stated rule (the message names rule and value,
+    with the user's word for it: the flag, not the Python identifier)."""
+
+
+class OutsideConditionsError(ShuffledpError, ValueError):
+    """A bound was asked for outside the conditions under which it holds."""
+
+
+class RejectedMessage(ShuffledpError, ValueError):  # noqa: N818 (subclasses name reasons)
+    """A received message that the protocol refuses; ``reason`` names the rule it broke."""
+
+    reason: ClassVar[str] = "rejected"
+
+
+class OperationalError(ShuffledpError, RuntimeError):
+    """A run that could not complete: a broker, a stage, a round or an experiment failed."""
+
+
+class BrokerError(OperationalError):
+    """A broker is unreachable, refused the connection, or could not be started."""

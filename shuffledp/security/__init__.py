@@ -1,0 +1,1 @@
+"""Who may do what: stage keys (`keys`), broker accounts and ACLs (`access`), TLS (`tls`)."""

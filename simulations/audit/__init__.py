@@ -1,0 +1,1 @@
+"""The empirical privacy audit: statistical lower bounds on delta from runs of the mechanism."""
