@@ -204,7 +204,7 @@ class WangKRR(Bound):
     of the histogram of the dataset in which every other user holds a third value x2: for k = 3
     that is the whole histogram's delta, for k >= 4 a post-processing of it (the full histogram
     also shows which rest value u reported, and its delta is larger, see
-    tests/test_oracle_selfcheck.py). Either way it is at most the true worst case, so for k >= 3
+    tests/reference/test_oracle_selfcheck.py). Either way it is at most the true worst case, so for k >= 3
     it is a valid LOWER bound, and that is how it is used here.
 
     For k = 2 there is no third value: no dataset has this pair as (a post-processing of) its

@@ -283,7 +283,7 @@ class FastPLD:
     ``fftconvolve``, infinity masses a + b - a b, pessimistic tail truncation: the left tail's
     mass moved up to the first kept loss, the right tail's added to the infinite loss) with the
     tail search vectorised: dp-accounting walks the tails in a Python loop, which took half of
-    the time of a stream's accounting (tests/test_composition_rounds.py checks the results
+    the time of a stream's accounting (tests/unit/accountant/test_composition_rounds.py checks the results
     against dp-accounting's own ``compose``). Queries go through dp-accounting's
     :class:`PrivacyLossDistribution` built on the same arrays (:meth:`to_pld`).
     """

@@ -2,7 +2,7 @@
 
 F(a): a of the other n - 1 users hold x0 (u's value under P), the remaining n - 1 - a all hold
 one third value x2, and nobody holds x1 (u's value under Q); for k = 2 the remaining users hold
-x1. Exhaustive enumeration of every dataset (tests/oracle_float.py) finds the worst dataset in
+x1. Exhaustive enumeration of every dataset (tests/reference/oracle_float.py) finds the worst dataset in
 this family in every case checked. Any dataset's exact delta is a lower bound on the worst case.
 
 * k = 2: the histogram is the count of x0 alone, so F(a) is the single-bin model with nx0 = a,
@@ -98,7 +98,7 @@ def _atoms_all_x2(mech: ShuffledKRR, eps: float) -> list[Atom]:
 
 def all_x0_g_form(mech: ShuffledKRR, eps: float) -> Bracket:
     """F(n - 1) by its G-forms (both directions), the independent check of the two-count pair
-    that :func:`family_delta` uses for it (tests/test_blanket.py); eps < eps0, k >= 3."""
+    that :func:`family_delta` uses for it (tests/unit/accountant/test_blanket.py); eps < eps0, k >= 3."""
     forward, reverse = _atoms_all_x0(mech, eps)
     b1 = scaled_mean_positive_part(mech, eps, forward)
     b2 = scaled_mean_positive_part(mech, eps, reverse)

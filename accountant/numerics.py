@@ -14,7 +14,7 @@ geometrically (the ratio of consecutive terms is decreasing), so the sum converg
 remainder has the closed bound ``term * r / (1 - r)``, which is added (safe side).
 
 Error model (measured against 40-digit mpmath on 4,000 random binomial tails, see
-tests/test_numerics.py): the relative error of ``betainc`` above 1e-275 is at most 6.1e-13; the
+tests/unit/accountant/test_numerics.py): the relative error of ``betainc`` above 1e-275 is at most 6.1e-13; the
 log-space sum is accurate to a few ulp of |ln v|. :func:`log_tail_relative_error` allows
 5e-12 + 1e-15 |ln v|, about eight times the worst seen.
 ``gammaln`` has relative error below GAMMALN_RELERR, so a log binomial coefficient built from three
@@ -44,13 +44,13 @@ FloatArray = npt.NDArray[np.float64]
 IntArray = npt.NDArray[np.int64]
 
 #: Below this value a ``betainc`` result is recomputed in log space. Measured against mpmath
-#: (tests/test_numerics.py): relative error <= 6.1e-13 down to 1e-275, but 1e-3 at 2.6e-280 and
+#: (tests/unit/accountant/test_numerics.py): relative error <= 6.1e-13 down to 1e-275, but 1e-3 at 2.6e-280 and
 #: 1e-2 near 1e-300 (Boost's internal power terms underflow before the result does).
 _BETAINC_FLOOR = 1e-250
 #: Relative precision at which the log-space tail sum stops (the rest is bounded and added).
 _TAIL_SUM_RTOL = 1e-18
 #: Bound on the relative error of one gammaln value: measured worst 3.1e-16 (2.2 ulp) on 3,400
-#: integers up to 1e7 against mpmath.loggamma (tests/test_numerics.py); twice that.
+#: integers up to 1e7 against mpmath.loggamma (tests/unit/accountant/test_numerics.py); twice that.
 GAMMALN_RELERR = 6e-16
 
 

@@ -23,7 +23,7 @@ found in its source (site-packages/diffprivlib/mechanisms/gaussian.py, utils.py)
   calibration itself (:func:`analytic_gaussian_sigma`, log-space normal tails) and never releases
   less noise than that: when diffprivlib's sigma is smaller, its standard-normal draws are rescaled
   to the exact sigma. Where diffprivlib is accurate (relative difference below 1e-8 for eps <= 10,
-  delta >= 1e-6, see tests/test_analyzer_baseline.py) that rescaling is a no-op at that level.
+  delta >= 1e-6, see tests/unit/analyzer/test_analyzer_baseline.py) that rescaling is a no-op at that level.
   Its calibration also overflows e^eps above eps ~ 709 (numpy warnings, silenced here; the exact
   sigma still applies) and is far off for tiny delta (eps = 1, delta = 1e-300: 13.9 for 52.1).
 * Default randomness (``random_state=None``): diffprivlib draws from ``secrets.SystemRandom`` (the

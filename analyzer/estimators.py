@@ -216,7 +216,7 @@ def krr_mle(counts: npt.ArrayLike, eps0: float) -> FloatArray:
     Guarantees: the unique maximiser (the log-likelihood is strictly concave in q); equal to
     :func:`matrix_inversion` when that lies in the simplex; the fixed point that
     :func:`iterative_bayesian_update` converges to (this function is derived here and checked
-    against EM and a numerical optimiser in tests/test_analyzer_estimators.py).
+    against EM and a numerical optimiser in tests/unit/analyzer/test_analyzer_estimators.py).
     """
     h, n = _validate_counts(counts)
     k = h.size

@@ -14,7 +14,6 @@ from __future__ import annotations
 import os
 import signal
 from collections.abc import AsyncIterator, Iterator
-from pathlib import Path
 
 import pytest
 import pytest_asyncio
@@ -25,9 +24,7 @@ from shuffledp.brokers.embedded import (
     find_mosquitto,
     parse_broker_url,
 )
-
-#: The real Gowalla slices (the workplace's ../shared/data; CI has them there).
-SHARED_DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+from tests.paths import SHARED_DATA
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

@@ -1,14 +1,14 @@
 """Precompute mpmath reference values for the optimal-blanket bound and the F(a) datasets.
 
-Writes tests/data/accountant_references.json, read by tests/test_accountant_references.py (the
+Writes tests/data/accountant_references.json, read by tests/reference/test_accountant_references.py (the
 references cost seconds each at n = 500 in mpmath, too slow to recompute in the test run).
 
-Every value comes from tests/references.py at its DPS (60) digits, and each is computed twice by
+Every value comes from tests/reference/references.py at its DPS (60) digits, and each is computed twice by
 independent routes wherever two exist, the generator refusing to write on a disagreement beyond
 1e-40 relative:
 
 * ``optimal-blanket``: the G-form (1/n) E[(G_1 + ... + G_n)_+] of docs/accounting.md section 2b
-  (one route only; it is checked at small n by tests/test_accountant_exhaustive.py).
+  (one route only; it is checked at small n by tests/reference/test_accountant_exhaustive.py).
 * ``family-f`` with a = 0: the brief's G-form for F(0) and the sufficient-count computation
   family_f_directions (both directions).
 * ``family-f`` with a = n - 1: the brief's two G-forms (H(P||Q), H(Q||P)) and family_f_directions.
@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from tests import references  # noqa: E402
+from tests.reference import references  # noqa: E402
 
 OUT = ROOT / "tests" / "data" / "accountant_references.json"
 DIGITS = 20
@@ -157,7 +157,7 @@ def main() -> int:
     records.sort(key=lambda r: (r["bound"], r["n"], r["k"], r["eps0"], r["eps"], r["a"] or 0))
     doc = {
         "generator": "tools/make_accountant_references.py",
-        "references": "tests/references.py",
+        "references": "tests/reference/references.py",
         "mpmath_dps": references.DPS,
         "significant_digits": DIGITS,
         "mpmath_backend": mpmath.libmp.BACKEND,

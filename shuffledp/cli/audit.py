@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 
 # The audit module (scipy.stats, the accountant) is imported only when `audit` runs: every
 # `shuffledp` process, hops and clients included, builds this parser (it cost each one 50 MiB
-# and 1 s at start-up). tests/test_audit.py checks this equals audit.DEFAULT_TRIALS.
+# and 1 s at start-up). tests/unit/simulations/test_audit.py checks this equals audit.DEFAULT_TRIALS.
 DEFAULT_TRIALS = 200_000
 
 __all__ = ["add_parser", "format_result", "run"]

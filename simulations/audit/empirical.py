@@ -33,7 +33,7 @@ U ~ Mult(sum b_v; 1/k, ..., 1/k). b_v is drawn by inverting Bin(m_v, gamma)'s cu
 ``scipy.stats.binom.ppf``; every uniform comes from the run's :class:`RandomSource` (the OS
 CSPRNG unless a seed is given), so the cost is O(T k), whatever n. Outcomes of probability below
 2^-53 per draw (the resolution of a uniform) are never produced: a bias of at most 1e-16 per
-trial. ``tests/test_audit.py`` checks this against per-user k-RR through the clients' own
+trial. ``tests/unit/simulations/test_audit.py`` checks this against per-user k-RR through the clients' own
 :func:`shuffledp.clients.krr.krr_randomize` (chi-square against the exact law).
 
 Rejection region (:func:`choose_region`)

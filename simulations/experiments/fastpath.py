@@ -18,7 +18,7 @@ published histogram is three pure functions, and this module calls exactly those
 
 What is left out is what cannot change the counts when nothing is lost: the onion layers, the
 transport, the hops' screening (no message is malformed, duplicated or late here, so every
-rejection counter is 0 and ``n_received = n``). ``tests/test_fastpath.py`` checks that the fast
+rejection counter is 0 and ``n_received = n``). ``tests/unit/simulations/test_fastpath.py`` checks that the fast
 path and the full pipeline produce the same histogram distribution at n = 2,000.
 
 The accountant is the expensive part (eps at a target delta takes 0.2-2 s, the delta at a

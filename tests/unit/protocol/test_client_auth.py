@@ -1,0 +1,497 @@
+"""One report per enrolled client per round: the authenticator envelope, hop 0's checks, the key
+files, and whole rounds over the in-memory broker.
+
+Known answers are computed with an independent HMAC-SHA256 (RFC 2104 written out over hashlib,
+checked against RFC 4231 test case 2), not with the ``hmac`` module the code uses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import secrets
+import stat
+import struct
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
+from shuffledp.brokers.embedded import MosquittoBroker
+from shuffledp.clients.client import make_client_messages
+from shuffledp.clients.service import ClientSettings, run_clients
+from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol import message_length, peel
+from shuffledp.protocol.client_auth import (
+    ENVELOPE_SIZE,
+    ClientCredential,
+    ClientRoster,
+    ClientVerifier,
+    ProcessCredentials,
+    client_id_of,
+    client_key,
+    process_key,
+    seal_envelope,
+)
+from shuffledp.protocol.errors import BadAuthenticator, UnknownClient
+from shuffledp.protocol.topics import ingress_topic
+from shuffledp.protocol.transport import MemoryBroker
+from shuffledp.randomness import SeededRandom
+from shuffledp.security.access import (
+    AccessError,
+    access_directory,
+    init_access,
+    load_access_settings,
+    load_client_verifier,
+    load_process_credentials,
+)
+from shuffledp.shuffler.hop import HopRound
+from shuffledp.shuffler.service import HopSettings, run_hop
+from tests.conftest import require_mosquitto
+from tests.unit.test_services_memory import (
+    ANALYZER,
+    EPS0,
+    HOP_PUBLIC,
+    HOPS,
+    LONG,
+    PREFIX,
+    H,
+    K,
+    expected_histogram,
+    nonzero,
+    publisher,
+    start_in_order,
+    values_for,
+)
+
+MASTER = bytes(range(32))
+ROUND = 7
+
+
+def hmac_sha256(key: bytes, message: bytes) -> bytes:
+    """RFC 2104 over hashlib: H((K ^ opad) | H((K ^ ipad) | m)), K zero-padded to 64 bytes."""
+    block = (
+        key.ljust(64, b"\0") if len(key) <= 64 else hashlib.sha256(key).digest().ljust(64, b"\0")
+    )
+    inner = hashlib.sha256(bytes(b ^ 0x36 for b in block) + message).digest()
+    return hashlib.sha256(bytes(b ^ 0x5C for b in block) + inner).digest()
+
+
+def test_the_independent_hmac_matches_rfc_4231_test_case_2() -> None:
+    # RFC 4231 section 4.3: key "Jefe", data "what do ya want for nothing?".
+    expected = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+    assert hmac_sha256(b"Jefe", b"what do ya want for nothing?").hex() == expected
+
+
+def test_keys_and_envelope_follow_the_documented_derivation() -> None:
+    process, index = 3, 12345
+    client_id = client_id_of(process, index)
+    assert client_id == 3 * 2**32 + 12345
+    p_key = hmac_sha256(MASTER, b"shuffledp/client-process-key/v1\0" + struct.pack(">I", process))
+    assert process_key(MASTER, process) == p_key
+    c_key = hmac_sha256(p_key, b"shuffledp/client-key/v1\0" + struct.pack(">Q", client_id))
+    assert client_key(p_key, client_id) == c_key
+    onion = bytes(range(200))
+    credential = ClientCredential.derive(p_key, process, index)
+    envelope = seal_envelope(credential, ROUND, onion)
+    tag = hmac_sha256(
+        c_key,
+        b"shuffledp/report-tag/v1\0" + struct.pack(">QQ", ROUND, client_id) + onion,
+    )
+    assert envelope == struct.pack(">Q", client_id) + tag + onion
+    assert len(envelope) == ENVELOPE_SIZE + len(onion) == 40 + 200
+    assert "key" not in repr(credential).replace("ClientCredential", "")
+
+
+ROSTER = ClientRoster(client_processes=2, clients_per_process=100)
+
+
+def verifier(round_id: int = ROUND) -> ClientVerifier:
+    return ClientVerifier(master_key=MASTER, roster=ROSTER, round_id=round_id)
+
+
+def credential(process: int, index: int) -> ClientCredential:
+    return ProcessCredentials(process=process, key=process_key(MASTER, process)).credential(index)
+
+
+def test_an_authentic_envelope_opens_to_its_client_and_onion() -> None:
+    onion = os.urandom(100)
+    for process, index in [(0, 0), (1, 99), (0, 57)]:
+        sealed = seal_envelope(credential(process, index), ROUND, onion)
+        assert verifier().open(sealed) == (client_id_of(process, index), onion)
+
+
+def test_every_forgery_is_refused_with_its_reason() -> None:
+    onion = os.urandom(100)
+    good = seal_envelope(credential(1, 5), ROUND, onion)
+    other_client = seal_envelope(credential(1, 6), ROUND, onion)
+    cases: list[tuple[bytes, type[Exception]]] = [
+        (seal_envelope(credential(1, 5), ROUND + 1, onion), BadAuthenticator),  # another round
+        (good[:8] + other_client[8:], BadAuthenticator),  # another client's tag under this id
+        (good[:-1] + bytes([good[-1] ^ 1]), BadAuthenticator),  # onion changed after tagging
+        (good[:8] + bytes(32) + onion, BadAuthenticator),  # no tag
+        (good[:10], BadAuthenticator),  # shorter than the envelope
+        (seal_envelope(credential(2, 0), ROUND, onion), UnknownClient),  # process 2 of 2
+        (seal_envelope(credential(0, 100), ROUND, onion), UnknownClient),  # index 100 of 100
+        # A client key derived from another master: the id is enrolled, the tag is wrong.
+        (
+            seal_envelope(ClientCredential.derive(process_key(bytes(32), 0), 0, 1), ROUND, onion),
+            BadAuthenticator,
+        ),
+    ]
+    for message, error in cases:
+        with pytest.raises(error):
+            verifier().open(message)
+
+
+@settings(max_examples=300, deadline=None)
+@given(position=st.integers(0, ENVELOPE_SIZE + 63), bit=st.integers(0, 7))
+def test_any_single_bit_flip_is_refused(position: int, bit: int) -> None:
+    good = seal_envelope(credential(0, 3), ROUND, bytes(64))
+    flipped = bytearray(good)
+    flipped[position] ^= 1 << bit
+    with pytest.raises((BadAuthenticator, UnknownClient)):
+        verifier().open(bytes(flipped))
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "rule"),
+    [
+        ({"client_processes": 0, "clients_per_process": 1}, "client_processes"),
+        ({"client_processes": 1, "clients_per_process": 0}, "clients_per_process"),
+        ({"client_processes": 1, "clients_per_process": 2**32 + 1}, "clients_per_process"),
+    ],
+)
+def test_a_roster_outside_its_ranges_is_refused(kwargs: dict[str, int], rule: str) -> None:
+    with pytest.raises(InvalidParameterError, match=rule):
+        ClientRoster(**kwargs)
+
+
+def test_keys_of_the_wrong_size_are_refused() -> None:
+    with pytest.raises(InvalidParameterError, match="master key must be 32 bytes, got 31"):
+        ClientVerifier(master_key=bytes(31), roster=ROSTER, round_id=ROUND)
+    with pytest.raises(InvalidParameterError, match="client key must be 32 bytes"):
+        ClientCredential(client_id=1, key=b"short")
+
+
+# --- hop 0 ------------------------------------------------------------------------------------
+
+
+def hop0(expected_size: int, *, round_id: int = ROUND) -> HopRound:
+    return HopRound(
+        hop_index=0,
+        n_hops=H,
+        round_id=round_id,
+        private_key=HOPS[0].private,
+        expected_size=expected_size,
+        min_batch=1,
+        rng=SeededRandom(1),
+        verifier=verifier(round_id),
+    )
+
+
+def seal(
+    values: Any,
+    *,
+    round_id: int = ROUND,
+    credentials: list[ClientCredential] | None = None,
+    seed: int | None = None,
+) -> list[bytes]:
+    """The clients' messages for ``values`` (k-RR seeded if ``seed``), in their envelopes if
+    ``credentials`` are given."""
+    return make_client_messages(
+        values,
+        k=K,
+        eps0=EPS0,
+        round_id=round_id,
+        hop_public_keys=HOP_PUBLIC,
+        analyzer_public_key=ANALYZER.public,
+        rng=None if seed is None else SeededRandom(seed),
+        credentials=credentials,
+    )
+
+
+def reports(indices: list[tuple[int, int]], *, round_id: int = ROUND, seed: int = 0) -> list[bytes]:
+    """One authentic report per (process, index), values 0, 1, 2, ..."""
+    credentials = [credential(p, i) for p, i in indices]
+    return seal(np.arange(len(indices)) % K, round_id=round_id, credentials=credentials, seed=seed)
+
+
+def test_hop_0_takes_one_report_per_client_and_strips_the_envelope() -> None:
+    first = reports([(0, 0), (0, 1), (1, 0)])
+    second = reports([(0, 1)], seed=1)  # client (0, 1) again, with a fresh onion
+    onion_only = seal([1])
+    hop = hop0(4)
+    assert hop.input_length == message_length(0, H) + ENVELOPE_SIZE
+    outcomes = [hop.offer(m) for m in [*first, *second, *onion_only]]
+    assert outcomes == [None, None, None, "client-already-reported", "wrong-length"]
+    output = hop.close()
+    assert output.accepted == 3
+    assert {len(m) for m in output.messages} == {message_length(1, H)}
+    # What hop 0 forwards is exactly the clients' onions peeled once: nothing of the envelope.
+    length = message_length(0, H)
+    expected = sorted(
+        peel(m[ENVELOPE_SIZE:], HOPS[0].private, expected_length=length) for m in first
+    )
+    assert sorted(output.messages) == expected
+
+
+def test_a_forgery_does_not_use_up_the_clients_report() -> None:
+    (genuine,) = reports([(1, 42)])
+    forged = genuine[:8] + bytes(32) + genuine[40:]
+    hop = hop0(2)
+    assert hop.offer(forged) == "bad-authenticator"
+    assert hop.offer(genuine) is None
+    assert hop.rejected["bad-authenticator"] == 1
+    assert hop.rejected["client-already-reported"] == 0
+
+
+def test_a_report_tagged_for_another_round_is_refused() -> None:
+    (old,) = reports([(0, 9)], round_id=ROUND - 1)
+    hop = hop0(1)
+    assert hop.offer(old) == "bad-authenticator"
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    picks=st.lists(st.integers(0, 11), min_size=1, max_size=30),
+    expected_size=st.integers(1, 8),
+)
+def test_offer_many_equals_offer_one_at_a_time_with_authentication(
+    picks: list[int], expected_size: int
+) -> None:
+    pool = reports([(i % 2, i // 2) for i in range(6)])
+    pool += reports([(i % 2, i // 2) for i in range(3)], seed=9)  # second reports of 3 clients
+    pool += [m[:8] + bytes(32) + m[40:] for m in pool[:3]]  # forgeries
+    stream = [pool[p] for p in picks]
+    one, many = hop0(expected_size), hop0(expected_size)
+    assert [one.offer(m) for m in stream] == many.offer_many(stream)
+    assert one.rejected == many.rejected and one.accepted == many.accepted
+    assert one.accepted + sum(one.rejected.values()) == len(stream)
+
+
+def test_a_verifier_is_for_hop_0_and_its_round_only() -> None:
+    with pytest.raises(InvalidParameterError, match="hop 0 only"):
+        HopRound(
+            hop_index=1,
+            n_hops=H,
+            round_id=ROUND,
+            private_key=HOPS[1].private,
+            expected_size=2,
+            min_batch=1,
+            verifier=verifier(),
+        )
+    with pytest.raises(InvalidParameterError, match=f"round {ROUND + 1}"):
+        HopRound(
+            hop_index=0,
+            n_hops=H,
+            round_id=ROUND + 1,
+            private_key=HOPS[0].private,
+            expected_size=2,
+            min_batch=1,
+            verifier=verifier(),
+        )
+
+
+# --- key files --------------------------------------------------------------------------------
+
+
+def test_init_access_writes_the_client_keys_and_the_enrolment(tmp_path: Path) -> None:
+    init_access(tmp_path, hops=2, client_processes=3, prefix="p", clients_per_process=50)
+    root = access_directory(tmp_path)
+    master_file = root / "client-master.key"
+    assert stat.S_IMODE(master_file.stat().st_mode) == 0o600
+    master = bytes.fromhex(master_file.read_text().strip())
+    assert len(master) == 32
+    for process in range(3):
+        path = root / f"clients-{process}.clientkey"
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600
+        loaded = load_process_credentials(tmp_path, process)
+        assert loaded.key == process_key(master, process) == bytes.fromhex(path.read_text())
+    settings_ = load_access_settings(tmp_path)
+    assert settings_.roster == ClientRoster(client_processes=3, clients_per_process=50)
+    assert (settings_.prefix, settings_.n_hops) == ("p", 2)
+    check = load_client_verifier(tmp_path, ROUND)
+    sealed = seal_envelope(load_process_credentials(tmp_path, 2).credential(49), ROUND, b"x" * 9)
+    assert check.open(sealed) == (client_id_of(2, 49), b"x" * 9)
+    with pytest.raises(UnknownClient):
+        check.open(seal_envelope(load_process_credentials(tmp_path, 2).credential(50), ROUND, b""))
+    # Two directories never share a master key (OS CSPRNG).
+    init_access(tmp_path / "other", hops=2, client_processes=3, prefix="p")
+    other = (access_directory(tmp_path / "other") / "client-master.key").read_text()
+    assert other != master_file.read_text()
+
+
+def test_client_key_files_are_checked(tmp_path: Path) -> None:
+    init_access(tmp_path, hops=1, client_processes=1, prefix="p")
+    root = access_directory(tmp_path)
+    os.chmod(root / "client-master.key", 0o640)
+    with pytest.raises(AccessError, match="client master key file must have mode 0600"):
+        load_client_verifier(tmp_path, 1)
+    with pytest.raises(
+        AccessError, match=r"clients-1\.clientkey: client process key file must exist"
+    ):
+        load_process_credentials(tmp_path, 1)
+    (root / "clients-0.clientkey").write_text("not hex\n")
+    with pytest.raises(AccessError, match="must hold exactly 64 hex characters"):
+        load_process_credentials(tmp_path, 0)
+
+
+# --- whole rounds over the in-memory broker ---------------------------------------------------
+
+
+def authenticated_pipeline(broker: MemoryBroker, *, round_id: int, n: int) -> dict[str, Any]:
+    stages: dict[str, Any] = {}
+    for index in range(H):
+        settings = HopSettings(
+            prefix=PREFIX,
+            round_id=round_id,
+            hop_index=index,
+            n_hops=H,
+            expected_size=n,
+            min_batch=1,
+            deadline=LONG,
+            ready_timeout=LONG,
+        )
+        stages[f"hop-{index}"] = run_hop(
+            broker.connect(),
+            settings,
+            HOPS[index].private,
+            rng=SeededRandom(100 + index),
+            verifier=verifier(round_id) if index == 0 else None,
+        )
+    analyzer = AnalyzerSettings(
+        prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=LONG
+    )
+    stages["analyzer"] = run_analyzer(broker.connect(), analyzer, ANALYZER.private)
+    return stages
+
+
+@pytest.mark.asyncio
+async def test_an_authenticated_round_of_run_clients_counts_every_client_once() -> None:
+    n, round_id, seed = 100, 11, 5
+    values = values_for(n)
+    broker = MemoryBroker()
+    stages = authenticated_pipeline(broker, round_id=round_id, n=n)
+    settings = ClientSettings(prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0)
+    stages["clients"] = run_clients(
+        broker.connect(),
+        settings,
+        values,
+        hop_public_keys=HOP_PUBLIC,
+        analyzer_public_key=ANALYZER.public,
+        rng=SeededRandom(seed),
+        credentials=ProcessCredentials(process=1, key=process_key(MASTER, 1)),
+    )
+    outcome = await start_in_order(stages, list(stages))
+    report = outcome.report
+    assert outcome.results["clients"]["authenticated"] is True
+    assert report["n_received"] == n
+    assert nonzero(report["rejected"]) == {}
+    assert report["stages"]["hop-0"]["clients_authenticated"] is True
+    assert report["histogram"] == expected_histogram(values, seed)
+
+
+@pytest.mark.asyncio
+async def test_a_client_sending_twice_is_counted_once_and_forgeries_by_reason() -> None:
+    n, round_id, seed = 60, 12, 8
+    values = values_for(n)
+    clients = [(i % 2, i // 2) for i in range(n)]
+    genuine = seal(
+        values, round_id=round_id, credentials=[credential(p, i) for p, i in clients], seed=seed
+    )
+    again = reports(clients[:10], round_id=round_id, seed=99)  # 10 clients report a second time
+    forged = [m[:8] + bytes(32) + m[40:] for m in genuine[10:15]]
+    stranger = reports([(1, 100)] * 3, round_id=round_id)  # index 100 of 100: not enrolled
+    unauthenticated = seal(values[:4], round_id=round_id)
+    gen = np.random.default_rng(3)
+    early = genuine[:-1] + forged + stranger + unauthenticated
+    # The second reports come after the clients' first ones (so which of the two counts is
+    # known), and the last genuine report last (hop 0 stops reading once its batch is full).
+    stream = [early[int(i)] for i in gen.permutation(len(early))] + again + [genuine[-1]]
+    broker = MemoryBroker()
+    stages = authenticated_pipeline(broker, round_id=round_id, n=n)
+    stages["junk"] = publisher(broker, round_id, ingress_topic(PREFIX, round_id, 0), stream)
+    outcome = await start_in_order(stages, list(stages))
+    report = outcome.report
+    expected = {
+        "client-already-reported": 10,
+        "bad-authenticator": 5,
+        "unknown-client": 3,
+        "wrong-length": 4,
+    }
+    assert nonzero(report["stages"]["hop-0"]["rejected"]) == expected
+    assert report["stages"]["hop-0"]["accepted"] == n
+    assert report["n_received"] == n
+    assert report["histogram"] == expected_histogram(values, seed)
+
+
+# --- a whole authenticated round on Mosquitto, from an existing key directory ------------------
+
+
+def _shuffledp(*args: str) -> list[str]:
+    return [sys.executable, "-m", "shuffledp", *args]
+
+
+@pytest.mark.integration
+def test_simulate_with_an_existing_key_directory_on_mosquitto_with_accounts(
+    tmp_path: Path,
+) -> None:
+    """`keys init` + Mosquitto enforcing that directory's accounts and ACL + `simulate --keys`:
+    every component logs in with its own account, every report is authenticated, none lost."""
+    require_mosquitto()
+    keys = tmp_path / "keys"
+    prefix = f"test/auth-{secrets.token_hex(4)}"
+    init = subprocess.run(
+        _shuffledp(
+            "keys",
+            "init",
+            str(keys),
+            "--hops",
+            "2",
+            "--clients",
+            "2",
+            "--clients-per-process",
+            "150",
+            "--prefix",
+            prefix,
+        ),
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert init.returncode == 0, init.stderr
+    with MosquittoBroker(access_dir=keys / "access") as broker:
+
+        def simulate(n: int, *extra: str) -> subprocess.CompletedProcess[str]:
+            return subprocess.run(
+                _shuffledp(
+                    "simulate", "--keys", str(keys), "--broker", broker.url, "--n", str(n),
+                    "--k", "4", "--json", "--quiet", *extra,
+                ),
+                capture_output=True, text=True, timeout=180, check=False,
+            )  # fmt: skip
+
+        done = simulate(300, "--seed", "3")
+        assert done.returncode == 0, done.stderr
+        report = json.loads(done.stdout)
+        assert report["n_received"] == 300
+        assert nonzero(report["rejected"]) == {}
+        assert report["stages"]["hop-0"]["clients_authenticated"] is True
+        assert report["simulation"]["keys"] == str(keys)
+        assert report["simulation"]["topic_prefix"] == prefix
+        assert report["simulation"]["n_hops"] == 2  # from the key directory
+        assert report["round"] != 1  # a fresh random round id under an existing directory
+
+        # More clients than the directory enrols: refused before anything is launched.
+        refused = simulate(302)
+        assert refused.returncode == 2
+        assert "needs 151 enrolled clients per process" in refused.stderr
+        assert "Traceback" not in refused.stderr

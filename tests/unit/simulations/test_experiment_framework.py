@@ -1,0 +1,362 @@
+"""The experiment framework: repeaters (local processes, Dask), seeds, the CLI, the plots."""
+
+from __future__ import annotations
+
+import csv
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from shuffledp.cli import main
+from shuffledp.randomness import SeededRandom
+from shuffledp.simulations.data.datasets import synthetic_values
+from shuffledp.simulations.experiments import registry, synthetic_utility
+from shuffledp.simulations.experiments.base import (
+    ExperimentContext,
+    ExperimentError,
+    ExperimentOutput,
+)
+from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
+from shuffledp.simulations.experiments.plots import box_plot, heat_maps, line_plot
+from shuffledp.simulations.experiments.runner import (
+    DaskRepeater,
+    LocalRepeater,
+    repetition_seed,
+)
+from tests.conftest import default_sigint
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _late_square(item: int) -> int:
+    """item^2, finishing later the smaller the item (so completion order is reversed)."""
+    time.sleep(0.02 * (8 - item % 8))
+    return item * item
+
+
+def _fail_on_three(item: int) -> int:
+    if item == 3:
+        raise ValueError("repetition 3 failed")
+    return item
+
+
+def _sequential(fn: Any, items: Any, *, label: str) -> list[Any]:
+    return [fn(item) for item in items]
+
+
+# --- repeaters ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 2])
+def test_local_repeater_returns_results_in_input_order(workers: int) -> None:
+    with LocalRepeater(workers, quiet=True) as repeat:
+        assert repeat(_late_square, list(range(8)), label="squares") == [i * i for i in range(8)]
+        assert repeat(_late_square, [], label="nothing") == []
+
+
+def test_local_repeater_raises_a_repetitions_exception() -> None:
+    with LocalRepeater(2, quiet=True) as repeat, pytest.raises(ValueError, match="repetition 3"):
+        repeat(_fail_on_three, list(range(6)), label="failing")
+
+
+def test_local_repeater_validates_workers() -> None:
+    with pytest.raises(ValueError, match="workers must be in"):
+        LocalRepeater(0)
+
+
+def test_repetition_seeds_are_reproducible_and_distinct() -> None:
+    assert repetition_seed(None, 3, 1) is None
+    seeds = [repetition_seed(7, n, run) for n in (1_000, 3_000) for run in range(50)]
+    assert seeds == [repetition_seed(7, n, run) for n in (1_000, 3_000) for run in range(50)]
+    assert len(set(seeds)) == len(seeds)  # 100 63-bit draws: a collision has prob ~ 5e-16
+    assert all(seed is not None and 0 <= seed < 2**63 for seed in seeds)
+    assert repetition_seed(8, 1_000, 0) != repetition_seed(7, 1_000, 0)
+    with pytest.raises(ValueError, match="seed must be >= 0"):
+        repetition_seed(-1, 0)
+
+
+def _specs() -> list[RoundSpec]:
+    values = synthetic_values(500, 15, SeededRandom(1))
+    return [RoundSpec(values=values, k=15, eps0=4.0, eps=1.0, seed=seed) for seed in (1, 2, 3)]
+
+
+def test_dask_repeater_matches_the_local_one() -> None:
+    """On a LocalCluster (threads in this process): results in input order, and seeded rounds
+    identical to the same rounds run locally."""
+    import distributed
+
+    api: Any = distributed  # untyped library
+    specs = _specs()
+    local = LocalRepeater(1, quiet=True)(run_spec, specs, label="local")
+    with (
+        api.LocalCluster(processes=False, n_workers=1, threads_per_worker=2) as cluster,
+        DaskRepeater(cluster.scheduler_address, quiet=True) as repeat,
+    ):
+        assert repeat(_late_square, list(range(6)), label="squares") == [i * i for i in range(6)]
+        remote = repeat(run_spec, specs, label="rounds")
+        with pytest.raises(ValueError, match="repetition 3"):
+            repeat(_fail_on_three, list(range(5)), label="failing")
+    assert remote == local
+    assert [r["histogram"] for r in remote] != [local[0]["histogram"]] * 3
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+def test_dask_repeater_says_when_the_scheduler_is_unreachable() -> None:
+    address = f"tcp://127.0.0.1:{_free_port()}"
+    with pytest.raises(ExperimentError, match="cannot reach the Dask scheduler") as info:
+        DaskRepeater(address, timeout=1.0)
+    assert "\n" not in str(info.value)
+
+
+def test_dask_repeater_says_when_dask_is_missing(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "distributed", None)
+    with pytest.raises(ExperimentError, match=r"pip install 'shuffledp\[dask\]'"):
+        DaskRepeater("tcp://127.0.0.1:8786")
+
+
+# --- seeds through a whole experiment -------------------------------------------------------
+
+
+def _run_synthetic(tmp: Path, seed: int | None, repeat: Any) -> list[dict[str, str]]:
+    tmp.mkdir()
+    context = ExperimentContext(
+        out=tmp, quick=True, runs=2, seed=seed, pipeline=False, repeat=repeat, quiet=True
+    )
+    output = synthetic_utility.run(context)
+    assert output.files[0].name == "synthetic-utility.csv"
+    with open(output.files[0], encoding="utf-8") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_seeded_experiment_reproduces_exactly_whatever_the_repeater(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(synthetic_utility, "QUICK_NS", (600,))
+    first = _run_synthetic(tmp_path / "a", 5, _sequential)
+    with LocalRepeater(2, quiet=True) as repeat:
+        again = _run_synthetic(tmp_path / "b", 5, repeat)
+    other = _run_synthetic(tmp_path / "c", 6, _sequential)
+    assert first == again
+    assert len(first) == 2 * 2  # 2 settings x 1 n x 2 runs
+    tv_columns = list(synthetic_utility.ESTIMATORS.values())
+    for row_a, row_c in zip(first, other, strict=True):
+        # Independent draws: equal TV distances for all four estimators have negligible
+        # probability.
+        assert [row_a[c] for c in tv_columns] != [row_c[c] for c in tv_columns]
+    # Runs 0 and 1 of one seed are different draws too.
+    assert first[0]["tv_shuffle"] != first[2]["tv_shuffle"]
+
+
+# --- the command line -----------------------------------------------------------------------
+
+
+def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(["experiment", *args])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["no-such", "--out", "{tmp}"], "unknown experiment 'no-such'; choose one of: "),
+        (["synthetic-utility", "--out", "{tmp}", "--runs", "0"], "--runs must be an integer >= 1"),
+        (["synthetic-utility", "--out", "{tmp}", "--workers", "0"], "--workers must be"),
+        (["synthetic-utility", "--out", "{tmp}", "--seed", "-2"], "--seed must be"),
+        (
+            ["synthetic-utility", "--out", "{tmp}", "--data-dir", "{tmp}/none"],
+            "--data-dir must be an existing folder",
+        ),
+        (["synthetic-utility", "--out", "{tmp}/file"], "--out must be a folder"),
+    ],
+)
+def test_cli_usage_errors_are_one_line_with_exit_2(
+    args: list[str], message: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "file").write_text("x")
+    code, out, err = _cli([a.replace("{tmp}", str(tmp_path)) for a in args], capsys)
+    assert code == 2
+    assert out == ""
+    assert err.count("\n") == 1 and err.startswith("shuffledp experiment: error: ")
+    assert message in err
+    if "unknown experiment" in message:
+        for name in [*registry.EXPERIMENTS, "all"]:
+            assert name in err
+
+
+def test_cli_rejects_pipeline_with_dask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(
+            ["experiment", "synthetic-utility", "--out", str(tmp_path), "--pipeline", "--dask", "x"]
+        )
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not allowed with argument" in err
+
+
+def test_cli_bad_dask_address_is_one_line_with_exit_1(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _out, err = _cli(
+        ["synthetic-utility", "--out", str(tmp_path), "--dask", "nonsense::"], capsys
+    )
+    assert code == 1
+    assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'nonsense::'" in err
+
+
+def _fake_experiment(context: ExperimentContext) -> ExperimentOutput:
+    squares = context.repeat(_late_square, [1, 2, 3], label="fake")
+    table = context.out / "fake.csv"
+    table.write_text(
+        "item,square\n" + "".join(f"{i},{s}\n" for i, s in zip([1, 2, 3], squares, strict=True))
+    )
+    summary = context.out / "SUMMARY-fake.md"
+    summary.write_text(f"# fake\n\nquick={context.quick} seed={context.seed}\n")
+    return ExperimentOutput(name="fake", files=(table, summary), summary=summary.read_text())
+
+
+def test_cli_all_runs_every_experiment_into_its_folder_and_reports_missing_ones(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setattr(
+        registry,
+        "EXPERIMENTS",
+        {
+            "fake-a": ("tests.unit.simulations.test_experiment_framework:_fake_experiment", "a"),
+            "missing": ("shuffledp.simulations.experiments.no_such_module:run", "not written"),
+            "fake-b": ("tests.unit.simulations.test_experiment_framework:_fake_experiment", "b"),
+        },
+    )
+    code, out, err = _cli(
+        ["all", "--out", str(tmp_path), "--quick", "--seed", "3", "--workers", "1", "--quiet"],
+        capsys,
+    )
+    assert code == 1  # one experiment could not run
+    assert err.count("\n") == 1 and "missing: not available" in err
+    for name in ("fake-a", "fake-b"):
+        folder = tmp_path / name
+        assert (folder / "fake.csv").read_text().splitlines()[1:] == ["1,1", "2,4", "3,9"]
+        assert "quick=True seed=3" in (folder / "SUMMARY-fake.md").read_text()
+        assert f"summary: {folder / 'SUMMARY-fake.md'}" in out
+        assert f"  {folder / 'fake.csv'}" in out
+
+
+def test_ctrl_c_stops_the_experiment_and_its_worker_processes(tmp_path: Path) -> None:
+    """Ctrl-C while the worker processes compute: exit 130 with one line, no traceback, and
+    every process the command started is gone."""
+    import psutil
+
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "shuffledp",
+            "experiment",
+            "synthetic-utility",
+            "--out",
+            str(tmp_path),
+            "--runs",
+            "20",
+            "--workers",
+            "2",
+            "--quiet",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,  # a backgrounded run inherits SIGINT ignored
+    )
+    try:
+        main_process = psutil.Process(process.pid)
+        descendants: list[psutil.Process] = []
+        deadline = time.monotonic() + 60
+        # Wait for the fork server, the resource tracker and the 2 workers.
+        while len(descendants) < 4 and time.monotonic() < deadline:
+            time.sleep(0.2)
+            descendants = main_process.children(recursive=True)
+        assert len(descendants) >= 4, descendants
+        process.send_signal(signal.SIGINT)
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr
+    assert stderr.count("\n") == 1 and "interrupted" in stderr
+    _, alive = psutil.wait_procs(descendants, timeout=10)
+    assert alive == [], [p.cmdline() for p in alive]
+
+
+# --- plots ----------------------------------------------------------------------------------
+
+
+def test_plots_write_png_files_and_validate_shapes(tmp_path: Path) -> None:
+    line = line_plot(
+        tmp_path / "line.png",
+        [1, 2, 3],
+        {"a": ([1.0, 2.0, 3.0], [0.5, 1.5, 2.5], [1.5, 2.5, 3.5])},
+        xlabel="x",
+        ylabel="y",
+        title="t",
+        logx=True,
+    )
+    box = box_plot(
+        tmp_path / "box.png",
+        ["10", "20"],
+        {"a": [[1.0, 2.0], [3.0]], "b": [[0.5], [0.7, 0.9]]},
+        xlabel="n",
+        ylabel="tv",
+        title="t",
+        logy=True,
+    )
+    for path in (line, box):
+        data = path.read_bytes()
+        assert data.startswith(PNG_MAGIC) and len(data) > 1_000
+    with pytest.raises(ValueError, match="must have 3 points, got 2"):
+        line_plot(
+            tmp_path / "bad.png",
+            [1, 2, 3],
+            {"a": ([1.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])},
+            xlabel="x",
+            ylabel="y",
+            title="t",
+        )
+    with pytest.raises(ValueError, match="must have 2 groups, got 1"):
+        box_plot(tmp_path / "bad.png", ["1", "2"], {"a": [[1.0]]}, xlabel="", ylabel="", title="")
+    with pytest.raises(ValueError, match="rows \\* columns = 6 cells, got 5"):
+        heat_maps(tmp_path / "bad.png", [("p", np.ones(5))], rows=2, columns=3, title="t")
+
+
+def test_heat_map_puts_row_0_south_and_column_0_west(tmp_path: Path) -> None:
+    """One hot cell, cell 0 = row 0 (south), column 0 (west): its bright pixels must sit in
+    the lower-left quarter of the panel (origin="lower"), never the upper half."""
+    import matplotlib.image
+
+    values = np.zeros(2 * 3)
+    values[0] = 1.0
+    path = heat_maps(tmp_path / "heat.png", [("one cell", values)], rows=2, columns=3, title="t")
+    assert path.read_bytes().startswith(PNG_MAGIC)
+    image = matplotlib.image.imread(path)
+    height, width = image.shape[:2]
+    red, green, blue = image[..., 0], image[..., 1], image[..., 2]
+    # viridis' top colour is yellow (high red and green, low blue); the colour bar sits at the
+    # right, so look at the left 60 % only.
+    yellow = (red > 0.8) & (green > 0.8) & (blue < 0.3)
+    yellow[:, int(0.6 * width) :] = False
+    rows, cols = np.nonzero(yellow)
+    assert rows.size > 100
+    assert rows.mean() > height / 2  # image rows grow downwards: lower half = south
+    assert cols.mean() < 0.35 * width  # west
