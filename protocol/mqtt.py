@@ -193,8 +193,7 @@ def _tls_settings(
         )
     if tls_context is not None:
         return tls_context, "the given TLS context"
-    # Imported here: shuffledp.security.tls needs `cryptography`, which plain connections never load.
-    from shuffledp.security.tls import client_tls_context, system_tls_context
+    from shuffledp.protocol.tls_client import client_tls_context, system_tls_context
 
     if tls_ca is not None:
         return client_tls_context(tls_ca), f"the CA file {os.fspath(tls_ca)}"

@@ -51,8 +51,6 @@ import datetime
 import ipaddress
 import os
 import re
-import ssl
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,7 +60,10 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.tls_client import MAX_CA_FILE_BYTES as MAX_CA_FILE_BYTES
+from shuffledp.protocol.tls_client import TlsError as TlsError
+from shuffledp.protocol.tls_client import client_tls_context as client_tls_context
+from shuffledp.protocol.tls_client import system_tls_context as system_tls_context
 from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
     access_directory,
@@ -114,17 +115,10 @@ VALIDITY_DAYS = 825
 BACKDATE = datetime.timedelta(minutes=5)
 MAX_HOSTS = 100
 #: A CA file larger than this is refused (the whole Mozilla bundle is about 220 KB).
-MAX_CA_FILE_BYTES = 4 * 1024 * 1024
 
 _LABEL = re.compile(r"[a-z0-9]([a-z0-9-]{0,61}[a-z0-9])?")
-_PEM_CERTIFICATE = "-----BEGIN CERTIFICATE-----"
 #: Private keys first, ca.pem last: a reader that finds ca.pem finds what it certifies.
 _WRITE_ORDER = (CA_KEY_FILE, SERVER_KEY_FILE, SERVER_CERT_FILE, CA_CERT_FILE)
-
-
-class TlsError(InvalidParameterError):
-    """A TLS file or parameter breaks a rule; the message names the file (or the value) and the
-    rule, never key material."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -355,82 +349,6 @@ def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
         serialization.PrivateFormat.PKCS8,
         serialization.NoEncryption(),
     )
-
-
-def client_tls_context(ca_file: str | os.PathLike[str]) -> ssl.SSLContext:
-    """A client-side SSL context that trusts only the certificates in ``ca_file`` (PEM), requires
-    the server's certificate to verify against them and to name the host connected to
-    (``check_hostname``), and refuses TLS below 1.2.
-
-    TlsError naming the file and the rule if it is missing, not a regular file, unreadable,
-    larger than MAX_CA_FILE_BYTES, not text, holds a private key (``ca.key`` passed for
-    ``ca.pem``: the message does not show it), holds no PEM certificate, or holds one that does
-    not parse."""
-    path = Path(ca_file)
-    pem = _read_ca_file(path)
-    try:
-        # With cadata given, create_default_context loads nothing else: no system store.
-        context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH, cadata=pem)
-    except ssl.SSLError as exc:  # parsed by cryptography already; OpenSSL may still refuse one
-        raise TlsError(
-            f"{path}: CA file must hold PEM certificates OpenSSL accepts, it does not "
-            f"({exc.reason or exc})"
-        ) from None
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
-def system_tls_context() -> ssl.SSLContext:
-    """A client-side SSL context with the system's default trust store (for a broker with a
-    publicly trusted certificate), host name checking, and TLS >= 1.2."""
-    context = ssl.create_default_context(ssl.Purpose.SERVER_AUTH)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    return context
-
-
-def _read_ca_file(path: Path) -> str:
-    try:
-        info = path.stat()
-    except FileNotFoundError:
-        raise TlsError(
-            f"{path}: CA file must exist, it does not (`shuffledp keys init DIR --tls` writes "
-            f"DIR/tls/ca.pem)"
-        ) from None
-    except OSError as exc:
-        raise TlsError(f"{path}: CA file must be readable: {exc.strerror}") from None
-    if not stat.S_ISREG(info.st_mode):
-        raise TlsError(f"{path}: CA file must be a regular file, it is not")
-    if info.st_size > MAX_CA_FILE_BYTES:
-        raise TlsError(
-            f"{path}: CA file must be at most {MAX_CA_FILE_BYTES} bytes, it has {info.st_size}"
-        )
-    try:
-        raw = path.read_bytes()
-    except OSError as exc:
-        raise TlsError(f"{path}: CA file must be readable: {exc.strerror}") from None
-    try:
-        text = raw.decode("ascii")
-    except UnicodeDecodeError:
-        raise TlsError(
-            f"{path}: CA file must be PEM text (-----BEGIN CERTIFICATE----- blocks), it is "
-            f"binary ({len(raw)} bytes; a DER certificate converts with `openssl x509 -inform "
-            f"der`)"
-        ) from None
-    if "PRIVATE KEY-----" in text:
-        raise TlsError(
-            f"{path}: CA file must hold certificates only, it holds a private key (pass ca.pem, "
-            f"not ca.key; and keep that key file private)"
-        )
-    if _PEM_CERTIFICATE not in text:
-        raise TlsError(
-            f"{path}: CA file must hold at least one PEM certificate "
-            f"({_PEM_CERTIFICATE} block), it holds none"
-        )
-    try:
-        x509.load_pem_x509_certificates(raw)
-    except ValueError as exc:
-        raise TlsError(f"{path}: CA file must hold valid PEM certificates: {exc}") from None
-    return text
 
 
 def mosquitto_tls_listener(

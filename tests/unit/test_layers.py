@@ -1,0 +1,110 @@
+"""The import rules: what may import what (docs/architecture.md draws the layers).
+
+Lower layers never import upper ones, so the accountant stays pure mathematics (no CLI, no
+transport), the protocol loads neither the accountant nor scipy, and the stages do not reach into
+each other. Every ``import`` in the package counts, including the ones inside functions.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.paths import REPO_ROOT
+
+#: Source folder -> the package it installs as (pyproject.toml's package-dir).
+FOLDERS = {
+    "shuffledp": "shuffledp",
+    "accountant": "shuffledp.accountant",
+    "protocol": "shuffledp.protocol",
+    "clients": "shuffledp.clients",
+    "shuffler": "shuffledp.shuffler",
+    "analyzer": "shuffledp.analyzer",
+    "simulations": "shuffledp.simulations",
+}
+BASE = {"shuffledp.errors", "shuffledp.validation", "shuffledp.randomness"}
+#: Each part of the package and the other parts it may import.
+ALLOWED: dict[str, set[str]] = {
+    "shuffledp.errors": set(),
+    "shuffledp.validation": {"shuffledp.errors"},
+    "shuffledp.randomness": {"shuffledp.errors", "shuffledp.validation"},
+    "shuffledp.accountant": BASE,
+    "shuffledp.protocol": BASE,
+    "shuffledp.security": BASE | {"shuffledp.protocol"},
+    "shuffledp.clients": BASE | {"shuffledp.protocol", "shuffledp.accountant"},
+    "shuffledp.shuffler": BASE | {"shuffledp.protocol"},
+    "shuffledp.analyzer": BASE | {"shuffledp.protocol", "shuffledp.accountant"},
+    "shuffledp.brokers": BASE | {"shuffledp.protocol", "shuffledp.security"},
+    "shuffledp.simulations": BASE
+    | {
+        "shuffledp.accountant",
+        "shuffledp.protocol",
+        "shuffledp.security",
+        "shuffledp.clients",
+        "shuffledp.shuffler",
+        "shuffledp.analyzer",
+        "shuffledp.brokers",
+    },
+}
+#: The command line and the package root (the Python API) sit on top and may import anything.
+TOP = {"shuffledp", "shuffledp.cli", "shuffledp.__main__"}
+BARE = set(FOLDERS) - {"shuffledp"}
+
+
+def part_of(module: str) -> str:
+    """The part of the package a module belongs to: shuffledp.<second component>."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def modules() -> Iterator[tuple[str, Path]]:
+    for folder, package in FOLDERS.items():
+        for path in sorted((REPO_ROOT / folder).rglob("*.py")):
+            rel = path.relative_to(REPO_ROOT / folder).with_suffix("").parts
+            if rel[-1] == "__init__":
+                rel = rel[:-1]
+            yield ".".join((package, *rel)), path
+
+
+def imports(path: Path) -> Iterator[str]:
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            yield from (alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            yield node.module
+
+
+ALL_MODULES = sorted(modules())
+
+
+def test_every_part_has_a_rule() -> None:
+    parts = {part_of(name) for name, _ in ALL_MODULES}
+    assert parts - TOP <= set(ALLOWED), sorted(parts - TOP - set(ALLOWED))
+
+
+@pytest.mark.parametrize(("module", "path"), ALL_MODULES, ids=[m for m, _ in ALL_MODULES])
+def test_imports_follow_the_layers(module: str, path: Path) -> None:
+    source = part_of(module)
+    if source in TOP:
+        return
+    wrong = []
+    for target in imports(path):
+        if target.split(".")[0] in BARE:
+            wrong.append(f"{target} (bare name: import shuffledp.{target})")
+        elif target.startswith("shuffledp"):
+            dest = part_of(target)
+            if dest != source and dest not in ALLOWED[source]:
+                wrong.append(target)
+    assert not wrong, f"{module} may not import {wrong}"
+
+
+def test_the_accountant_has_no_command_line() -> None:
+    offenders = [
+        name
+        for name, path in ALL_MODULES
+        if part_of(name) == "shuffledp.accountant" and "argparse" in set(imports(path))
+    ]
+    assert offenders == []
