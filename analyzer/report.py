@@ -1,8 +1,9 @@
 """The published report of one round (DESIGN.md "Report"): counts, estimate, privacy, utility.
 
 :func:`build_report` turns what an :class:`~shuffledp.analyzer.round.AnalyzerRound` counted into
-one JSON-serialisable dict (plain ints, floats, strings, lists, dicts and None; no NaN or
-infinity), asking the accountant (:class:`~shuffledp.accountant.Tight`) for the guarantee. Pure:
+a :class:`~shuffledp.analyzer.records.Report` (typed, validated; ``to_json()`` gives its JSON,
+whose every key is described in docs/report-schema.md), asking the accountant
+(:class:`~shuffledp.accountant.Tight`) for the guarantee. Pure:
 no I/O; the only randomness is the central Gaussian baseline's noise (``baseline_rng``), drawn
 only when a true histogram is given (simulations).
 
@@ -31,6 +32,16 @@ from shuffledp.analyzer.estimators import (
     shuffle_inv,
 )
 from shuffledp.analyzer.metrics import tv_distance
+from shuffledp.analyzer.records import (
+    MODE_AT_EPS,
+    MODE_AT_TARGET,
+    Baseline,
+    Estimate,
+    PrivacyBlock,
+    Report,
+    TVDistance,
+    Utility,
+)
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.validation import require_int, require_positive
@@ -71,11 +82,11 @@ def build_report(
     baseline_rng: RandomState = None,
     randomness_name: str,
     ibu_max_iter: int = IBU_DEFAULT_MAX_ITER,
-) -> dict[str, Any]:
-    """The report of round ``round_id`` (DESIGN.md "Report").
+) -> Report:
+    """The report of round ``round_id`` (DESIGN.md "Report"; docs/report-schema.md).
 
-    Keys: ``round``, ``n_expected``, ``n_received`` (= histogram.sum()), ``rejected`` (by
-    reason, as given), ``k``, ``eps0``, ``histogram`` (the noisy counts), ``estimate``
+    JSON keys (``Report.to_json()``): ``round``, ``n_expected``, ``n_received`` (=
+    histogram.sum()), ``rejected`` (by reason, as given), ``k``, ``eps0``, ``histogram`` (the noisy counts), ``estimate``
     (``distribution``: shuffle+INV, on the simplex; ``counts``: distribution * n_received),
     ``estimator`` ("shuffle+INV"), ``privacy``, ``randomness`` (``randomness_name``: which
     generator drove k-RR and the permutations), and with ``true_histogram``: ``true_histogram``,
@@ -119,88 +130,97 @@ def build_report(
 
     n = int(counts.sum())
     distribution = shuffle_inv(counts, eps0_value) if n >= 1 else None
-    estimate: dict[str, Any] = {
-        "distribution": None if distribution is None else _floats(distribution),
-        "counts": None if distribution is None else _floats(distribution * n),
-    }
-    if distribution is None:
-        estimate["note"] = "no report was received: nothing to estimate"
+    estimate = (
+        Estimate(distribution=None, counts=None, note="no report was received: nothing to estimate")
+        if distribution is None
+        else Estimate(distribution=_floats(distribution), counts=_floats(distribution * n))
+    )
     privacy = _privacy(n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value)
-
-    report: dict[str, Any] = {
-        "round": round_id,
-        "n_expected": n_expected,
-        "n_received": n,
-        "rejected": rejected_out,
-        "k": k,
-        "eps0": eps0_value,
-        "histogram": [int(c) for c in counts],
-        "estimate": estimate,
-        "estimator": ESTIMATOR,
-        "privacy": privacy,
-        "randomness": randomness_name,
-    }
-    if truth is not None:
-        report.update(
-            _utility(
-                counts=counts,
-                distribution=distribution,
-                truth=truth,
-                eps0=eps0_value,
-                privacy=privacy,
-                baseline_rng=baseline_rng,
-                ibu_max_iter=ibu_max_iter,
-            )
+    utility = (
+        None
+        if truth is None
+        else _utility(
+            counts=counts,
+            distribution=distribution,
+            truth=truth,
+            eps0=eps0_value,
+            privacy=privacy,
+            baseline_rng=baseline_rng,
+            ibu_max_iter=ibu_max_iter,
         )
-    return report
+    )
+    return Report(
+        round=round_id,
+        n_expected=n_expected,
+        n_received=n,
+        rejected=rejected_out,
+        k=k,
+        eps0=eps0_value,
+        histogram=tuple(int(c) for c in counts),
+        estimate=estimate,
+        estimator=ESTIMATOR,
+        privacy=privacy,
+        randomness=randomness_name,
+        utility=utility,
+    )
 
 
 def _privacy(
     *, n: int, k: int, eps0: float, target_delta: float, eps: float | None
-) -> dict[str, Any]:
-    mode = "eps at target delta" if eps is None else "delta at given eps"
-    section: dict[str, Any] = {
-        "accountant": "tight",
-        "mode": mode,
-        "eps": eps,
-        "delta": None,
-        "delta_lower": None,
-        "bound": None,
+) -> PrivacyBlock:
+    at_target = eps is None
+    common: dict[str, Any] = {
+        "mode": MODE_AT_TARGET if at_target else MODE_AT_EPS,
         "n": n,
+        "target_delta": target_delta if at_target else None,
     }
-    if eps is None:
-        section["target_delta"] = target_delta
-        section["eps_lower"] = None
     if n < 2:
-        section["error"] = (
-            f"the guarantee needs at least 2 received reports (the accountant's n >= 2), "
-            f"got n_received = {n}"
+        return PrivacyBlock(
+            **common,
+            eps=eps,
+            delta=None,
+            delta_lower=None,
+            bound=None,
+            error=(
+                f"the guarantee needs at least 2 received reports (the accountant's n >= 2), "
+                f"got n_received = {n}"
+            ),
         )
-        return section
     tight = Tight()
+    eps_lower = None
     try:
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)
         if eps is None:
             inverted = eps_for_delta(tight, mech, target_delta)
             eps = float(inverted.eps)
-            section["eps_lower"] = float(inverted.eps_lower)
+            eps_lower = float(inverted.eps_lower)
         at_eps = tight.delta(mech, eps)
     except (ArithmeticError, InvalidParameterError, OutsideConditionsError) as exc:
         # The accountant's own consistency check failed (e.g. its bracket inverted), or the round
         # lies outside its range (settings are checked at start-up; this is the last line): claim
         # no guarantee rather than crash or give one that may be wrong.
-        section["eps"] = None if section["mode"] == "eps at target delta" else eps
-        section["error"] = f"the accountant could not certify a guarantee: {exc}"
-        return section
-    section["eps"] = float(eps)
-    section["delta"] = float(at_eps.delta_upper)
-    section["delta_lower"] = float(at_eps.delta_lower)
-    section["bound"] = str(at_eps.extra.get("upper_from", tight.name))
-    section["guarantee"] = (
-        f"({section['eps']:.6g}, {section['delta']:.3g})-DP for replace-one neighbours among "
-        f"the n = {n} reports received, if at least one hop is honest"
+        return PrivacyBlock(
+            **common,
+            eps=None if at_target else eps,
+            eps_lower=eps_lower,
+            delta=None,
+            delta_lower=None,
+            bound=None,
+            error=f"the accountant could not certify a guarantee: {exc}",
+        )
+    delta = float(at_eps.delta_upper)
+    return PrivacyBlock(
+        **common,
+        eps=float(eps),
+        eps_lower=eps_lower,
+        delta=delta,
+        delta_lower=float(at_eps.delta_lower),
+        bound=str(at_eps.extra.get("upper_from", tight.name)),
+        guarantee=(
+            f"({float(eps):.6g}, {delta:.3g})-DP for replace-one neighbours among "
+            f"the n = {n} reports received, if at least one hop is honest"
+        ),
     )
-    return section
 
 
 def _utility(
@@ -209,50 +229,48 @@ def _utility(
     distribution: npt.NDArray[np.float64] | None,
     truth: npt.NDArray[np.int64],
     eps0: float,
-    privacy: Mapping[str, Any],
+    privacy: PrivacyBlock,
     baseline_rng: RandomState,
     ibu_max_iter: int,
-) -> dict[str, Any]:
+) -> Utility:
     true_distribution = truth / float(truth.sum())
-    tv: dict[str, float | None] = {
-        "shuffle": None,
-        ESTIMATOR: None,
-        "IBU": None,
-        "gaussian": None,
-    }
-    out: dict[str, Any] = {"true_histogram": [int(c) for c in truth], "tv_distance": tv}
+    shuffle = shuffle_inv_tv = ibu_tv = gaussian = None
+    ibu_method: str | None = None
+    ibu_distribution: tuple[float, ...] | None = None
     if distribution is not None:
-        tv["shuffle"] = tv_distance(raw_normalised(counts), true_distribution)
-        tv[ESTIMATOR] = tv_distance(distribution, true_distribution)
+        shuffle = tv_distance(raw_normalised(counts), true_distribution)
+        shuffle_inv_tv = tv_distance(distribution, true_distribution)
         try:
             ibu = iterative_bayesian_update(counts, eps0, max_iter=ibu_max_iter)
-            out["IBU_method"] = IBU_METHOD_EM
+            ibu_method = IBU_METHOD_EM
         except IBUConvergenceError:
             ibu = krr_mle(counts, eps0)
-            out["IBU_method"] = IBU_METHOD_FALLBACK
-        tv["IBU"] = tv_distance(ibu, true_distribution)
-        out["IBU_distribution"] = _floats(ibu)
-    else:
-        out["IBU_method"] = None
-    eps, delta = privacy["eps"], privacy["delta"]
+            ibu_method = IBU_METHOD_FALLBACK
+        ibu_tv = tv_distance(ibu, true_distribution)
+        ibu_distribution = _floats(ibu)
+    eps, delta = privacy.eps, privacy.delta
     if eps is not None and delta is not None and eps > 0 and 0.0 < delta < 1.0:
         release = gaussian_baseline(truth, eps, delta, random_state=baseline_rng)
-        tv["gaussian"] = tv_distance(release.estimate, true_distribution)
-        out["baseline"] = {
-            "mechanism": "analytic Gaussian (central, replace-one, L2 sensitivity sqrt 2)",
-            "eps": float(release.eps),
-            "delta": float(release.delta),
-            "sigma": float(release.sigma),
-        }
+        gaussian = tv_distance(release.estimate, true_distribution)
+        baseline = Baseline(
+            eps=float(release.eps), delta=float(release.delta), sigma=float(release.sigma)
+        )
     else:
-        out["baseline"] = {
-            "mechanism": "analytic Gaussian (central, replace-one, L2 sensitivity sqrt 2)",
-            "note": (
+        baseline = Baseline(
+            note=(
                 "not computed: it needs the shuffle's guarantee with eps > 0 and "
                 f"0 < delta < 1, got eps = {eps}, delta = {delta}"
-            ),
-        }
-    return out
+            )
+        )
+    return Utility(
+        true_histogram=tuple(int(c) for c in truth),
+        tv_distance=TVDistance(
+            shuffle=shuffle, shuffle_inv=shuffle_inv_tv, ibu=ibu_tv, gaussian=gaussian
+        ),
+        ibu_method=ibu_method,
+        ibu_distribution=ibu_distribution,
+        baseline=baseline,
+    )
 
 
 def _counts(name: str, values: npt.ArrayLike, k: int) -> npt.NDArray[np.int64]:
@@ -271,8 +289,8 @@ def _counts(name: str, values: npt.ArrayLike, k: int) -> npt.NDArray[np.int64]:
     return arr.astype(np.int64)
 
 
-def _floats(values: npt.NDArray[np.float64]) -> list[float]:
-    return [float(v) for v in values]
+def _floats(values: npt.NDArray[np.float64]) -> tuple[float, ...]:
+    return tuple(float(v) for v in values)
 
 
 def _check_count(name: str, value: int) -> None:

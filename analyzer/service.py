@@ -41,6 +41,7 @@ from typing import Any
 from nacl.public import PrivateKey
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
+from shuffledp.analyzer.records import AnalyzerTimings, PublishedReport
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.errors import InvalidParameterError
@@ -116,7 +117,9 @@ async def run_analyzer(
     baseline_rng: Any = None,
     state_dir: str | os.PathLike[str] | None = None,
 ) -> dict[str, Any]:
-    """Run the analyzer for one round (module docstring); returns the published report.
+    """Run the analyzer for one round (module docstring); returns the published report as
+    JSON (``PublishedReport.to_json()``, docs/report-schema.md; ``PublishedReport.from_json``
+    reads it back).
 
     ``randomness_name`` is what the report says drove the randomness (default: what the hops
     reported, clients unknown to the analyzer). ``true_histogram`` (simulations only) adds the
@@ -299,18 +302,21 @@ async def _run_analyzer(
             baseline_rng=baseline_rng,
             randomness_name=randomness_name,
         )
-        report["stages"] = stages
-        if aborted:
-            report["error"] = f"the round was refused: {aborted}"
-        elif timed_out:
-            report["warning"] = (
+        published = PublishedReport(
+            report=report,
+            stages=stages,
+            timings=AnalyzerTimings(analyzer_collect_seconds=round(collected - started, 6)),
+            error=f"the round was refused: {aborted}" if aborted else None,
+            warning=(
                 f"the analyzer's deadline ({settings.deadline} s) passed before the last hop's "
                 f"batch was complete; the report covers the {analyzer.n_received} reports counted"
-            )
-        report["timings"] = {"analyzer_collect_seconds": round(collected - started, 6)}
+                if timed_out and not aborted
+                else None
+            ),
+        ).to_json()
         await transport.publish(
             report_topic(settings.prefix, settings.round_id),
-            json.dumps(report, allow_nan=False).encode(),
+            json.dumps(published, allow_nan=False).encode(),
             retain=True,
         )
         if journal is not None:
@@ -330,4 +336,4 @@ async def _run_analyzer(
         settings.n_expected,
         rejected,
     )
-    return report
+    return published

@@ -31,8 +31,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -41,6 +40,7 @@ import numpy.typing as npt
 from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
 from shuffledp.accountant.mechanism import require_delta, require_eps
 from shuffledp.analyzer.baseline import RandomState
+from shuffledp.analyzer.records import MODE_AT_TARGET, PrivacyBlock
 from shuffledp.analyzer.report import build_report
 from shuffledp.clients.krr import krr_randomize
 from shuffledp.errors import InvalidParameterError
@@ -250,26 +250,21 @@ def run_round(
             report = build_report(**common)  # it finds the same failure and says so
         else:
             report = build_report(eps=inverted.eps, **common)
-            report["privacy"] = _as_target_mode(report["privacy"], inverted)
-    report["path"] = "fast"
-    return report
+            report = replace(report, privacy=_as_target_mode(report.privacy, inverted))
+    return {**report.to_json(), "path": "fast"}
 
 
-def _as_target_mode(section: Mapping[str, Any], inverted: EpsAtDelta) -> dict[str, Any]:
+def _as_target_mode(section: PrivacyBlock, inverted: EpsAtDelta) -> PrivacyBlock:
     """The privacy section of build_report's target-delta mode, from its given-eps section at
     the inverted eps (the same numbers: build_report computes the bracket at that eps too)."""
-    out: dict[str, Any] = {}
-    for key, value in section.items():
-        if key == "guarantee":
-            out["target_delta"] = inverted.delta
-            out["eps_lower"] = inverted.eps_lower
-        out[key] = value
-    out["mode"] = "eps at target delta"
-    out.setdefault("target_delta", inverted.delta)
-    out.setdefault("eps_lower", inverted.eps_lower)
-    if "error" in out:  # the bracket at that eps failed: target-delta mode then claims no eps
-        out["eps"] = None
-    return out
+    return replace(
+        section,
+        mode=MODE_AT_TARGET,
+        target_delta=inverted.delta,
+        eps_lower=inverted.eps_lower,
+        # the bracket at that eps failed: target-delta mode then claims no eps
+        eps=None if section.error is not None else section.eps,
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -365,7 +360,6 @@ def run_specs_through_pipeline(
     Each report gets ``path`` = "pipeline". SimulationError if a round fails.
     """
     import asyncio
-    import dataclasses
 
     from shuffledp.simulations.experiments.runner import progress_bar
     from shuffledp.simulations.pipeline.simulate import PipelineSession, SimulationOptions
@@ -383,7 +377,7 @@ def run_specs_through_pipeline(
         with progress_bar(len(specs), label, quiet=quiet) as advance:
             async with PipelineSession(options) as session:
                 for index, spec in enumerate(specs):
-                    session.options = dataclasses.replace(
+                    session.options = replace(
                         options,
                         k=spec.k,
                         eps0=spec.eps0,

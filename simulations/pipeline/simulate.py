@@ -35,7 +35,7 @@ import signal
 import sys
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -44,6 +44,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
+from shuffledp.analyzer.records import PublishedReport
 from shuffledp.analyzer.report import build_report
 from shuffledp.errors import InvalidParameterError, OperationalError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
@@ -61,6 +62,13 @@ from shuffledp.security.access import (
 from shuffledp.security.keys import init_key_directory, load_public_directory
 from shuffledp.simulations.data.datasets import check_dataset_sizes, resolve_dataset
 from shuffledp.simulations.data.regions import Region
+from shuffledp.simulations.pipeline.records import (
+    ChaosSummary,
+    HopKill,
+    RoundLog,
+    RoundTimings,
+    SimulationInfo,
+)
 from shuffledp.validation import require_int, require_positive
 
 __all__ = [
@@ -521,15 +529,16 @@ class PipelineSession:
                 await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
             await _stop_all(children, GRACE_SECONDS)
 
-            if "error" in report:
-                raise RoundRefusedError(f"the round was refused: {report['error']}")
+            published = PublishedReport.from_json(report)
+            if published.error is not None:
+                raise RoundRefusedError(f"the round was refused: {published.error}")
             final = build_report(
                 round_id=round_id,
                 k=options.k,
                 eps0=options.eps0,
-                histogram=report["histogram"],
+                histogram=published.report.histogram,
                 n_expected=n,
-                rejected=report["rejected"],
+                rejected=published.report.rejected,
                 target_delta=options.target_delta,
                 eps=options.eps,
                 true_histogram=truth,
@@ -547,40 +556,42 @@ class PipelineSession:
                     "not a privacy guarantee)"
                 ),
             )
-            for key in ("stages", "warning"):
-                if key in report:
-                    final[key] = report[key]
+            chaos = None
             if options.chaos:
-                final["chaos"] = _chaos_summary(seen.states, final, n)
                 assert fault is not None
-                final["chaos"]["hop_killed"] = fault.summary()
+                chaos = _chaos_summary(seen.states, published.stages, final.n_received, n, fault)
             client_seconds = [
                 float(state.get("seconds", 0.0))
                 for name, state in seen.states.items()
                 if name.startswith("clients-")
             ]
-            final["timings"] = {
-                "total_seconds": round(time.monotonic() - started, 3),
-                "setup_seconds": round(launched - started, 3),
-                "round_seconds": round(finished - launched, 3),
-                "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
-                **report.get("timings", {}),
-            }
-            final["simulation"] = {
-                "broker": self._broker_label,
-                "n_hops": options.hops,
-                "client_processes": processes,
-                "dataset": dataset_label,
-                "seed": options.seed,
-                "topic_prefix": prefix,
-                "keys": "fresh" if options.keys is None else str(keys),
-                "authentication": "broker accounts and one report per enrolled client"
-                if options.auth
-                else "none (--no-auth)",
-                "deadline_seconds": deadline_seconds,
-                "min_batch": min_batch,
-            }
-            return final
+            return RoundLog(
+                report=final,
+                stages=published.stages,
+                warning=published.warning,
+                chaos=chaos,
+                timings=RoundTimings(
+                    total_seconds=round(time.monotonic() - started, 3),
+                    setup_seconds=round(launched - started, 3),
+                    round_seconds=round(finished - launched, 3),
+                    clients_send_seconds=round(max(client_seconds, default=0.0), 3),
+                    analyzer_collect_seconds=published.timings.analyzer_collect_seconds,
+                ),
+                simulation=SimulationInfo(
+                    broker=self._broker_label,
+                    n_hops=options.hops,
+                    client_processes=processes,
+                    dataset=dataset_label,
+                    seed=options.seed,
+                    topic_prefix=prefix,
+                    keys="fresh" if options.keys is None else str(keys),
+                    authentication="broker accounts and one report per enrolled client"
+                    if options.auth
+                    else "none (--no-auth)",
+                    deadline_seconds=deadline_seconds,
+                    min_batch=min_batch,
+                ),
+            ).to_json()
         finally:
             await _stop_all(children, 0.0)
             shutil.rmtree(workdir, ignore_errors=True)
@@ -591,8 +602,12 @@ CHAOS_SEND_SECONDS = 2.0
 
 
 def _chaos_summary(
-    states: dict[str, dict[str, Any]], report: dict[str, Any], n: int
-) -> dict[str, Any]:
+    states: dict[str, dict[str, Any]],
+    stages: Mapping[str, Mapping[str, Any]],
+    n_received: int,
+    n: int,
+    fault: _HopKill,
+) -> ChaosSummary:
     """What the chaos clients injected (by kind), the rejections that must follow at hop 0 (by
     reason), what hop 0 rejected, and whether every genuine report was counted once
     (``n_received == n``: none lost, none counted twice)."""
@@ -605,7 +620,7 @@ def _chaos_summary(
             injected[kind] = injected.get(kind, 0) + int(count)
         for reason, count in (state.get("expected_rejections") or {}).items():
             expected[reason] = expected.get(reason, 0) + int(count)
-    hop0 = report.get("stages", {}).get("hop-0", {})
+    hop0 = stages.get("hop-0", {})
     observed = {r: int(c) for r, c in (hop0.get("rejected") or {}).items() if c}
     # A killed hop 0 may see a few of its own inputs again: the broker redelivers what was
     # journaled but not yet acknowledged when it died, and the journal's seen-set counts them
@@ -615,15 +630,16 @@ def _chaos_summary(
     others_match = {r: c for r, c in observed.items() if r != "duplicate"} == {
         r: c for r, c in expected.items() if r != "duplicate"
     }
-    return {
-        "injected": injected,
-        "injected_total": sum(injected.values()),
-        "expected_rejections": expected,
-        "hop0_rejections": observed,
-        "redelivered_duplicates": extra_duplicates,
-        "rejections_as_expected": others_match and extra_duplicates >= 0,
-        "all_reports_counted_once": report.get("n_received") == n,
-    }
+    return ChaosSummary(
+        injected=injected,
+        injected_total=sum(injected.values()),
+        expected_rejections=expected,
+        hop0_rejections=observed,
+        redelivered_duplicates=extra_duplicates,
+        rejections_as_expected=others_match and extra_duplicates >= 0,
+        all_reports_counted_once=n_received == n,
+        hop_killed=fault.summary(),
+    )
 
 
 def clients_per_process(n: int, client_processes: int) -> int:
@@ -774,16 +790,16 @@ class _HopKill:
         self.restarted = True
         self.down_seconds = round(time.monotonic() - killed, 3)
 
-    def summary(self) -> dict[str, Any]:
-        return {
-            "stage": self.stage,
-            "signal": "SIGKILL",
-            "when": f"after its progress showed >= {self.threshold} accepted messages",
-            "last_progress_accepted": self.killed_at_accepted,
-            "process_was": self.killed_state or "not killed (the round ended first)",
-            "restarted": self.restarted,
-            "restart_seconds": self.down_seconds,
-        }
+    def summary(self) -> HopKill:
+        return HopKill(
+            stage=self.stage,
+            signal="SIGKILL",
+            when=f"after its progress showed >= {self.threshold} accepted messages",
+            last_progress_accepted=self.killed_at_accepted,
+            process_was=self.killed_state or "not killed (the round ended first)",
+            restarted=self.restarted,
+            restart_seconds=self.down_seconds,
+        )
 
 
 async def _stop_all(children: list[_Child], grace: float) -> None:

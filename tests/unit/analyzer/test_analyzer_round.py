@@ -9,6 +9,7 @@ import math
 import os
 import re
 import struct
+from typing import Any
 
 import numpy as np
 import pytest
@@ -17,6 +18,7 @@ from hypothesis import strategies as st
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
 from shuffledp.analyzer import krr_mle, shuffle_inv, tv_distance
+from shuffledp.analyzer.records import Report
 from shuffledp.analyzer.report import (
     IBU_METHOD_EM,
     IBU_METHOD_FALLBACK,
@@ -212,7 +214,9 @@ TRUE = np.array([300, 100, 50, 30, 20])
 NOISY = np.array([250, 110, 60, 45, 35])  # a plausible k-RR histogram of TRUE (n = 500)
 
 
-def report(**changes: object) -> dict[str, object]:
+def report(**changes: object) -> dict[str, Any]:
+    """build_report's record as JSON (the contract consumers read), checked to read back into
+    the same record."""
     arguments: dict[str, object] = {
         "round_id": 3,
         "k": REPORT_K,
@@ -223,7 +227,10 @@ def report(**changes: object) -> dict[str, object]:
         "randomness_name": "seeded-pcg64(seed=5)",
     }
     arguments.update(changes)
-    return build_report(**arguments)  # type: ignore[arg-type]
+    record = build_report(**arguments)  # type: ignore[arg-type]
+    out = record.to_json()
+    assert Report.from_json(json.dumps(out, allow_nan=False)) == record
+    return out
 
 
 def test_report_contract_and_privacy_for_the_received_n() -> None:

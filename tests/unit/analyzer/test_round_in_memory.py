@@ -17,6 +17,7 @@ hops' default OS CSPRNG, so its false-alarm rate is real.
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ import pytest
 from scipy.stats import chi2, chisquare
 
 from shuffledp.analyzer import tv_distance
+from shuffledp.analyzer.records import Report
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.clients.client import make_client_messages
@@ -154,10 +156,14 @@ def test_report_of_the_round(clean_round: RoundResult) -> None:
         baseline_rng=np.random.default_rng(9),
         randomness_name=SeededRandom(KRR_SEED).name,
     )
-    privacy = report["privacy"]
-    assert report["n_received"] == analyzer.n_received == privacy["n"] == N
-    assert 0 < privacy["eps"] < EPS0 and 0 <= privacy["delta_lower"] <= privacy["delta"] <= 1e-6
-    tv = report["tv_distance"]
+    privacy = report.privacy
+    assert report.n_received == analyzer.n_received == privacy.n == N
+    assert privacy.eps is not None and privacy.delta is not None and privacy.delta_lower is not None
+    assert 0 < privacy.eps < EPS0 and 0 <= privacy.delta_lower <= privacy.delta <= 1e-6
+    assert report.utility is not None
+    # The round's report, written as JSON text and read back, is the same record.
+    assert Report.from_json(json.dumps(report.to_json(), allow_nan=False)) == report
+    tv = report.utility.tv_distance.to_json()
     bound = tv_bound(TRUE, EPS0, ALPHA)
     # The bound must be able to fail: an estimator that ignored the data and returned the uniform
     # distribution would be farther than the bound.
@@ -317,8 +323,9 @@ def test_injected_junk_at_hop_0_is_rejected_by_reason() -> None:
         rejected=merge_rejected(*(o.rejected for o in result.hops), analyzer.rejected),
         randomness_name="seeded-pcg64",
     )
-    assert report["n_received"] == report["privacy"]["n"] == N
-    assert report["rejected"]["wrong-length"] == 50
-    assert report["rejected"]["duplicate"] == 50
-    assert report["rejected"]["decryption-failed"] == 100
-    assert sum(report["rejected"].values()) == len(junk)
+    assert report.n_received == report.privacy.n == N
+    assert report.rejected["wrong-length"] == 50
+    assert report.rejected["duplicate"] == 50
+    assert report.rejected["decryption-failed"] == 100
+    assert sum(report.rejected.values()) == len(junk)
+    assert Report.from_json(report.to_json()) == report

@@ -61,5 +61,5 @@ def test_report_privacy_section_does_not_raise_outside_range() -> None:
     """False if building the report raises when the accountant refuses (the round's report
     must carry the error instead of the analyzer crashing at the end)."""
     section = _privacy(n=10, k=3, eps0=800.0, target_delta=1e-6, eps=None)
-    assert "--eps0 must be <= 700" in section["error"]
-    assert section["delta"] is None
+    assert section.error is not None and "--eps0 must be <= 700" in section.error
+    assert section.delta is None
