@@ -367,7 +367,7 @@ class Utility:
         if sum(truth) < 1:
             raise InvalidParameterError("true_histogram must sum to at least 1, got 0")
         optional(require_str, "IBU_method", self.ibu_method)
-        optional(require_numbers, "IBU_distribution", self.ibu_distribution, length=len(truth))
+        optional(require_numbers, "IBU_distribution", self.ibu_distribution)
         if (self.ibu_method is None) != (self.ibu_distribution is None):
             raise InvalidParameterError(
                 "IBU_method and IBU_distribution must both be given or both be absent/null, got "

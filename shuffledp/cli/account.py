@@ -5,10 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Mapping
 from typing import Any
 
 from shuffledp.accountant.blanket import OptimalBlanket
 from shuffledp.accountant.bounds import (
+    BiswasLiteral,
     Bound,
     BoundKind,
     CloneFormBound,
@@ -17,6 +19,13 @@ from shuffledp.accountant.bounds import (
 )
 from shuffledp.accountant.inversion import eps_for_delta
 from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
+from shuffledp.accountant.records import (
+    AccountAnswer,
+    BoundResult,
+    MechanismRecord,
+    Query,
+    WitnessDataset,
+)
 from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
 from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp
 from shuffledp.accountant.tight import Tight, witness_dataset
@@ -79,75 +88,108 @@ def run(args: argparse.Namespace) -> int:
     if args.rounds != 1 and args.bound == "all":
         raise InvalidParameterError("--rounds goes with one bound, not --bound all")
     if args.bound == "all":
-        rows = [
-            _row_or_error(make_bound(name, args.nx0), mech, args)
+        results = [
+            _result_or_error(make_bound(name, args.nx0), mech, args)
             if not needs_nx0(name) or args.nx0 is not None
-            else {"bound": name, "error": "needs --nx0 M (others holding x0)"}
+            else BoundResult(
+                bound=name,
+                kind=str(make_bound(name, 0).kind_for(mech)),
+                guarantee=make_bound(name, 0).guarantee_for(mech),
+                error="needs --nx0 M (others holding x0)",
+            )
             for name in BOUND_NAMES
         ]
-        if args.json:
-            print(json.dumps({"n": mech.n, "k": mech.k, "eps0": mech.eps0, "bounds": rows}))
-        else:
-            _print_table(mech, rows, args)
-        return 0
-    bound = make_bound(args.bound, args.nx0)
-    row = _compose_row(bound, mech, args) if args.rounds != 1 else _row(bound, mech, args)
-    if args.json:
-        print(json.dumps(row))
     else:
-        _print_table(mech, [row], args)
+        bound = make_bound(args.bound, args.nx0)
+        results = [
+            _compose_result(bound, mech, args) if args.rounds != 1 else _result(bound, mech, args)
+        ]
+    answer = AccountAnswer(
+        mechanism=MechanismRecord(n=mech.n, k=mech.k, eps0=mech.eps0),
+        query=Query(
+            eps=args.eps, delta=args.delta, bound=args.bound, rounds=args.rounds, nx0=args.nx0
+        ),
+        results=tuple(results),
+    )
+    if args.json:
+        # Infinity where a bound certifies no finite eps (Python's json reads it back).
+        print(json.dumps(answer.to_json()))
+    else:
+        _print_table(answer)
     return 0
 
 
-def _row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+def _result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
     kind = bound.kind_for(mech)  # wang-krr: not a guarantee for k = 2
-    row: dict[str, Any] = {
+    bracketed = kind is not BoundKind.NOT_A_GUARANTEE
+    fields: dict[str, Any] = {
         "bound": bound.name,
         "kind": str(kind),
         "guarantee": bound.guarantee_for(mech),
-        "n": mech.n,
-        "k": mech.k,
-        "eps0": mech.eps0,
     }
-    if (args.nx0 is not None and isinstance(bound, SingleBin)) or bound.name == "biswas-literal":
-        row["nx0"] = args.nx0
+    if isinstance(bound, SingleBin | BiswasLiteral):
+        fields["nx0"] = args.nx0
     if args.eps is not None:
         result = bound.delta(mech, args.eps)
-        row.update(eps=result.eps, delta=result.delta)
-        if kind is not BoundKind.NOT_A_GUARANTEE:
-            row.update(delta_lower=result.delta_lower, delta_upper=result.delta_upper)
-        row.update({k: v for k, v in result.extra.items() if k != "nx0"})
+        fields.update(eps=result.eps, delta=result.delta)
+        if bracketed:
+            fields.update(delta_lower=result.delta_lower, delta_upper=result.delta_upper)
+        extra = result.extra
     else:
         eps_result = eps_for_delta(bound, mech, args.delta)
-        row.update(delta=eps_result.delta, eps=eps_result.eps)
-        if kind is not BoundKind.NOT_A_GUARANTEE:
-            row.update(eps_lower=eps_result.eps_lower, eps_upper=eps_result.eps_upper)
-        row.update(eps_result.extra)
+        fields.update(delta=eps_result.delta, eps=eps_result.eps)
+        if bracketed:
+            fields.update(eps_lower=eps_result.eps_lower, eps_upper=eps_result.eps_upper)
+        extra = eps_result.extra
+    fields.update(_details(extra))
     if isinstance(bound, Tight):
-        row["lower_dataset"] = witness_dataset(str(row.get("lower_from", "")))
-    return row
+        witness = witness_dataset(str(fields.get("lower_from", "")))
+        if witness:
+            family = str(witness["family"])
+            size = next(int(value) for key, value in witness.items() if key != "family")
+            fields["dataset"] = WitnessDataset(family=family, size=size)
+    return BoundResult(**fields)
 
 
-def _row_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+def _details(extra: Mapping[str, float | str]) -> dict[str, Any]:
+    """A result's ``extra`` as BoundResult fields. The label (``guarantee``) and ``nx0`` are
+    set from the bound itself; a key not listed here is a new extra to add to BoundResult (and
+    to docs/report-schema.md), so it fails loudly rather than vanish."""
+    out: dict[str, Any] = {}
+    for key, value in extra.items():
+        if key in ("upper_from", "lower_from", "upper_skipped"):
+            out[key] = str(value)
+        elif key in ("ratio", "delta_x0_over_x1", "delta_x1_over_x0"):
+            out[key] = float(value)
+        elif key == "order":
+            out[key] = int(value)
+        elif key == "a":
+            out["dataset"] = WitnessDataset(family=str(extra["family"]), size=int(value))
+        elif key not in ("guarantee", "nx0", "family"):
+            raise AssertionError(f"a result extra without a BoundResult field: {key!r}")
+    return out
+
+
+def _result_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
     try:
-        return _row(bound, mech, args)
+        return _result(bound, mech, args)
     except OutsideConditionsError as exc:
-        return {
-            "bound": bound.name,
-            "kind": str(bound.kind_for(mech)),
-            "guarantee": bound.guarantee_for(mech),
-            "error": str(exc),
-        }
+        return BoundResult(
+            bound=bound.name,
+            kind=str(bound.kind_for(mech)),
+            guarantee=bound.guarantee_for(mech),
+            error=str(exc),
+        )
 
 
-def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> dict[str, Any]:
+def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
     from shuffledp.accountant.composition import (  # lazy: dp_accounting takes ~0.9 s to import
         PairSource,
         compose,
     )
 
     if isinstance(bound, RenyiGirgis):
-        return _rdp_compose_row(bound, mech, args)
+        return _rdp_compose_result(bound, mech, args)
     members: list[PairSource] | None
     if isinstance(bound, Tight):
         members = None
@@ -160,40 +202,34 @@ def _compose_row(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> d
             f"is {bound.kind}"
         )
     result = compose(mech, args.rounds, eps=args.eps, delta=args.delta, bounds=members)
-    row: dict[str, Any] = {
-        "bound": bound.name,
-        "kind": str(BoundKind.UPPER),
-        "guarantee": f"valid upper bound after {args.rounds} rounds (PLD composition, pessimistic)",
-        "n": mech.n,
-        "k": mech.k,
-        "eps0": mech.eps0,
-        "rounds": args.rounds,
-        "pair": result.pair,
-        "eps": result.eps,
-        "delta": result.delta,
-    }
-    return row
+    return BoundResult(
+        bound=bound.name,
+        kind=str(BoundKind.UPPER),
+        guarantee=f"valid upper bound after {args.rounds} rounds (PLD composition, pessimistic)",
+        rounds=args.rounds,
+        composition="pld",
+        pair=result.pair,
+        eps=result.eps,
+        delta=result.delta,
+    )
 
 
-def _rdp_compose_row(
+def _rdp_compose_result(
     bound: RenyiGirgis, mech: ShuffledKRR, args: argparse.Namespace
-) -> dict[str, Any]:
+) -> BoundResult:
     """renyi-girgis over rounds: composed in RDP (rounds x eps(lambda) per order), converted once."""
     result = compose_rdp(mech, args.rounds, eps=args.eps, delta=args.delta)
-    return {
-        "bound": bound.name,
-        "kind": str(BoundKind.UPPER),
-        "guarantee": f"valid upper bound after {args.rounds} rounds (composed in RDP: "
+    return BoundResult(
+        bound=bound.name,
+        kind=str(BoundKind.UPPER),
+        guarantee=f"valid upper bound after {args.rounds} rounds (composed in RDP: "
         f"{args.rounds} x eps(lambda) per order, then converted)",
-        "n": mech.n,
-        "k": mech.k,
-        "eps0": mech.eps0,
-        "rounds": args.rounds,
-        "composition": "rdp",
-        "order": result.order,
-        "eps": result.eps,
-        "delta": result.delta,
-    }
+        rounds=args.rounds,
+        composition="rdp",
+        order=result.order,
+        eps=result.eps,
+        delta=result.delta,
+    )
 
 
 def format_value(value: Any) -> str:
@@ -208,36 +244,42 @@ def format_value(value: Any) -> str:
     return str(value)
 
 
-def _print_table(mech: ShuffledKRR, rows: list[dict[str, Any]], args: argparse.Namespace) -> None:
+def _print_table(answer: AccountAnswer) -> None:
+    mech, query = answer.mechanism, answer.query
     print(
         f"shuffled k-RR: n={mech.n} k={mech.k} eps0={format_value(mech.eps0)}"
-        + (f" rounds={args.rounds}" if args.rounds != 1 else "")
+        + (f" rounds={query.rounds}" if query.rounds != 1 else "")
     )
-    if args.eps is not None:
+    if query.eps is not None:
         headers = ["bound", "eps", "delta", "delta_lower", "delta_upper", "what it is"]
         keys = ["bound", "eps", "delta", "delta_lower", "delta_upper", "guarantee"]
     else:
         headers = ["bound", "delta", "eps", "eps_lower", "eps_upper", "what it is"]
         keys = ["bound", "delta", "eps", "eps_lower", "eps_upper", "guarantee"]
     table = [headers]
-    for row in rows:
-        if "error" in row:
-            table.append([row["bound"], "n/a", "", "", "", f"refused: {row['error']}"])
+    for result in answer.results:
+        if result.error is not None:
+            table.append([result.bound, "n/a", "", "", "", f"refused: {result.error}"])
             continue
-        table.append([format_value(row.get(key, "")) for key in keys])
+        cells = [getattr(result, key) for key in keys]
+        table.append(["" if cell is None else format_value(cell) for cell in cells])
     widths = [max(len(r[i]) for r in table) for i in range(len(headers) - 1)]
     for r in table:
         cells = [r[i].ljust(widths[i]) for i in range(len(widths))]
         print("  ".join(cells) + "  " + r[-1])
-    for row in rows:
-        if "delta_x0_over_x1" in row:
-            print(
-                f"single-bin directions: delta(x0||x1)={format_value(row['delta_x0_over_x1'])} "
-                f"delta(x1||x0)={format_value(row['delta_x1_over_x0'])}"
-            )
-        if "pair" in row and "rounds" in row:
-            print(f"composed over {row['rounds']} rounds with the {row['pair']} pair")
-        if "upper_skipped" in row:
-            print(f"skipped: {row['upper_skipped']}")
-        if "upper_from" in row:
-            print(f"tight: upper from {row['upper_from']}, lower from {row['lower_from']}")
+    for result in answer.results:
+        _print_notes(result)
+
+
+def _print_notes(result: BoundResult) -> None:
+    if result.delta_x0_over_x1 is not None:
+        print(
+            f"single-bin directions: delta(x0||x1)={format_value(result.delta_x0_over_x1)} "
+            f"delta(x1||x0)={format_value(result.delta_x1_over_x0)}"
+        )
+    if result.pair is not None:
+        print(f"composed over {result.rounds} rounds with the {result.pair} pair")
+    if result.upper_skipped is not None:
+        print(f"skipped: {result.upper_skipped}")
+    if result.upper_from is not None:
+        print(f"tight: upper from {result.upper_from}, lower from {result.lower_from}")

@@ -154,7 +154,7 @@ def test_rdp_accountant_adds_rdp_per_order() -> None:
 def test_cli_rounds_compose_in_rdp(capsys: pytest.CaptureFixture[str]) -> None:
     args = ["account", "--n", "10000", "--k", "10", "--eps0", "1", "--delta", "1e-6"]
     assert main([*args, "--bound", "renyi-girgis", "--rounds", "10", "--json"]) == 0
-    row = json.loads(capsys.readouterr().out)
+    (row,) = json.loads(capsys.readouterr().out)["results"]
     assert row["composition"] == "rdp"
     assert "composed in RDP" in row["guarantee"]
     mech = ShuffledKRR(n=10_000, k=10, eps0=1.0)

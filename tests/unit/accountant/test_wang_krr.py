@@ -90,7 +90,7 @@ def test_cli_row_for_k2(capsys: pytest.CaptureFixture[str], target: list[str]) -
     """`shuffledp account --bound wang-krr` at k = 2 prints the value with the k = 2 label."""
     argv = ["account", "--n", "10", "--k", "2", "--eps0", "1", *target, "--bound", "wang-krr"]
     assert main([*argv, "--json"]) == 0
-    row = json.loads(capsys.readouterr().out)
+    (row,) = json.loads(capsys.readouterr().out)["results"]
     assert row["kind"] == "upper" and row["guarantee"] == K2_LABEL
     assert main(argv) == 0
     assert K2_LABEL in capsys.readouterr().out

@@ -65,6 +65,14 @@ def run_json(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, A
     return data
 
 
+def run_one(capsys: pytest.CaptureFixture[str], argv: list[str]) -> dict[str, Any]:
+    """`account --json` for one bound: its single result, with the mechanism's n, k, eps0 (the
+    document's ``mechanism``) merged in for the checks below."""
+    data = run_json(capsys, argv)
+    assert len(data["results"]) == 1, data
+    return {**data["mechanism"], **data["results"][0]}
+
+
 def account(n: int, k: int, eps0: str, *rest: str) -> list[str]:
     return ["account", "--n", str(n), "--k", str(k), "--eps0", eps0, *rest]
 
@@ -86,7 +94,7 @@ EPS_CASES = [
 def test_tight_delta_json_matches_library_and_mpmath(
     capsys: pytest.CaptureFixture[str], n: int, k: int, eps0: str, eps: str
 ) -> None:
-    data = run_json(capsys, account(n, k, eps0, "--eps", eps, "--json"))
+    data = run_one(capsys, account(n, k, eps0, "--eps", eps, "--json"))
     assert {"bound", "n", "k", "eps0", "delta", "delta_lower", "delta_upper"} <= data.keys()
     assert data["bound"] == "tight"
     assert (data["n"], data["k"], data["eps0"]) == (n, k, float(eps0))
@@ -117,7 +125,7 @@ def test_tight_delta_json_matches_library_and_mpmath(
 def test_tight_eps_json_matches_library(
     capsys: pytest.CaptureFixture[str], n: int, k: int, eps0: str, delta: str
 ) -> None:
-    data = run_json(capsys, account(n, k, eps0, "--delta", delta, "--json"))
+    data = run_one(capsys, account(n, k, eps0, "--delta", delta, "--json"))
     assert {"bound", "n", "k", "eps0", "delta", "eps", "eps_lower", "eps_upper"} <= data.keys()
     assert data["bound"] == "tight"
     assert data["delta"] == float(delta)
@@ -151,7 +159,7 @@ def test_tight_eps_json_matches_library(
 def test_single_bin_directions_match_accounting_table(
     capsys: pytest.CaptureFixture[str], eps: str, published: float
 ) -> None:
-    data = run_json(
+    data = run_one(
         capsys,
         [
             "account",
@@ -196,20 +204,20 @@ def test_bound_all_json_lists_every_bound_and_refusals(capsys: pytest.CaptureFix
     data = run_json(
         capsys, account(100, 10, "2", "--eps", "0.1", "--nx0", "80", "--bound", "all", "--json")
     )
-    rows = {row["bound"]: row for row in data["bounds"]}
-    assert len(rows) == len(data["bounds"])
+    rows = {row["bound"]: row for row in data["results"]}
+    assert len(rows) == len(data["results"])
     assert set(rows) == set(BOUND_NAMES)
 
     erl = rows["erlingsson"]
-    assert "delta" not in erl
+    assert erl["delta"] is None
     assert "eps0 <= 0.5" in erl["error"]
     blanket = rows["blanket-analytic"]
-    assert "delta" not in blanket
+    assert blanket["delta"] is None
     assert "27k/((n-1)gamma) <= eps" in blanket["error"]
 
     mech = ShuffledKRR(n=100, k=10, eps0=2.0)
     for name, row in rows.items():
-        if "error" in row:
+        if row["error"] is not None:
             continue
         # Every number equals what the library gives for that bound.
         assert row["delta"] == make_bound(name, 80).delta(mech, 0.1).delta, name
@@ -230,7 +238,7 @@ def test_bound_all_json_analytic_bounds_inside_their_conditions(
     # 27k/((n-1) gamma) = 0.121 <= eps <= 1).
     n, k, eps0, eps = 1000, 4, 0.4, 0.38
     data = run_json(capsys, account(n, k, "0.4", "--eps", "0.38", "--bound", "all", "--json"))
-    rows = {row["bound"]: row for row in data["bounds"]}
+    rows = {row["bound"]: row for row in data["results"]}
     # Erlingsson et al. 2019: delta = exp(-n (eps / (12 eps0))^2) = exp(-6.267) = 1.897e-3.
     assert rows["erlingsson"]["delta"] == pytest.approx(
         math.exp(-n * (eps / (12 * eps0)) ** 2), rel=1e-12
@@ -243,7 +251,7 @@ def test_bound_all_json_analytic_bounds_inside_their_conditions(
     # Every bound is listed; without --nx0 the two nx0 bounds are refused with the reason.
     assert set(rows) == set(BOUND_NAMES)
     for name in ("single-bin", "biswas-literal"):
-        assert "delta" not in rows[name]
+        assert rows[name]["delta"] is None
         assert "--nx0" in rows[name]["error"]
 
 
@@ -277,8 +285,8 @@ def test_bound_all_table(capsys: pytest.CaptureFixture[str], target: list[str]) 
 
 @pytest.mark.parametrize("eps", ["0.5", "1"])
 def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], eps: str) -> None:
-    one = run_json(capsys, account(100, 10, "2", "--eps", eps, "--json"))
-    three = run_json(capsys, account(100, 10, "2", "--eps", eps, "--rounds", "3", "--json"))
+    one = run_one(capsys, account(100, 10, "2", "--eps", eps, "--json"))
+    three = run_one(capsys, account(100, 10, "2", "--eps", eps, "--rounds", "3", "--json"))
     assert three["rounds"] == 3
     assert three["eps"] == float(eps)
     # Composition never lowers delta (the 1-round view is a post-processing of the 3-round
@@ -288,8 +296,8 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
 
 
 def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    one = run_json(capsys, account(100, 10, "2", "--delta", "1e-4", "--json"))
-    three = run_json(capsys, account(100, 10, "2", "--delta", "1e-4", "--rounds", "3", "--json"))
+    one = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--json"))
+    three = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--rounds", "3", "--json"))
     assert three["rounds"] == 3
     assert three["delta"] == 1e-4
     # eps_lower is below the true 1-round eps(delta), which 3 rounds can only raise.
