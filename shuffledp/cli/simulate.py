@@ -7,10 +7,13 @@ import asyncio
 import json
 import secrets
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from shuffledp.analyzer.records import Report
+    from shuffledp.simulations.pipeline.records import ChaosSummary, RoundLog
     from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
 __all__ = ["add_parser", "format_report"]
@@ -188,10 +191,13 @@ def run(args: argparse.Namespace) -> int:
     except (SimulationError, OSError) as exc:
         print(f"shuffledp simulate: error: {exc}", file=sys.stderr)
         return 1
+    from shuffledp.simulations.pipeline.records import RoundLog
+
+    log = RoundLog.from_json(report)  # the round log's schema (docs/report-schema.md)
     if args.json:
-        print(json.dumps(report, allow_nan=False))
+        print(json.dumps(log.to_json(), allow_nan=False))
     else:
-        print(format_report(report))
+        print(format_report(log))
     return 0
 
 
@@ -243,28 +249,58 @@ def _stage_order(stage: str) -> tuple[int, str]:
     return (2, stage)
 
 
-def format_report(report: dict[str, Any]) -> str:
-    """The report as a compact text table (what `shuffledp simulate` prints without --json)."""
-    lines: list[str] = []
-    sim = report.get("simulation", {})
-    privacy = report["privacy"]
-    lines.append(
-        f"round {report['round']}: {report['n_received']} of {report['n_expected']} reports "
-        f"received; k = {report['k']}, eps0 = {report['eps0']:g}, {sim.get('n_hops', '?')} hops, "
-        f"broker: {sim.get('broker', '?')}"
-    )
-    lines.extend(_dataset_lines(sim))
-    truth = report.get("true_histogram")
-    noisy = report["histogram"]
-    inv = report["estimate"]["counts"] or [0.0] * len(noisy)
-    n = max(report["n_received"], 1)
-    ibu = [p * n for p in report.get("IBU_distribution") or []] or [0.0] * len(noisy)
-    scale = max([*(truth or []), *noisy, 1])
+def format_report(log: RoundLog) -> str:
+    """The round log as a compact text table (what `shuffledp simulate` prints without --json)."""
+    report, sim = log.report, log.simulation
+    lines = [
+        f"round {report.round}: {report.n_received} of {report.n_expected} reports "
+        f"received; k = {report.k}, eps0 = {report.eps0:g}, {sim.n_hops} hops, "
+        f"broker: {sim.broker}"
+    ]
+    lines.extend(_dataset_lines(sim.dataset, sim.dataset_details or {}))
+    lines.extend(_histogram_lines(report))
     lines.append("")
+    privacy = report.privacy
+    if privacy.error is not None:
+        lines.append(f"guarantee: none ({privacy.error})")
+    else:
+        lines.append(
+            f"guarantee: eps = {_num(privacy.eps)}, delta <= {_num(privacy.delta)} "
+            f"(valid upper bound from {privacy.bound}; delta_lower = "
+            f"{_num(privacy.delta_lower)}; computed for n = {privacy.n} received)"
+        )
+    rejected = {k: v for k, v in report.rejected.items() if v}
     lines.append(
-        f"{'bin':>4} {'true':>7} {'noisy':>7} {'shuffle+INV':>12} {'IBU':>9}  "
-        "true (#) and shuffle+INV (|)"
+        "rejected: " + (", ".join(f"{k} {v}" for k, v in rejected.items()) if rejected else "none")
     )
+    if log.chaos is not None:
+        lines.append(_chaos_line(log.chaos))
+    timings = log.timings.to_json()
+    lines.append(
+        "timings (s): " + ", ".join(f"{k.removesuffix('_seconds')} {v}" for k, v in timings.items())
+    )
+    lines.append(f"randomness: {report.randomness}")
+    if log.warning:
+        lines.append(f"warning: {log.warning}")
+    return "\n".join(lines)
+
+
+def _histogram_lines(report: Report) -> list[str]:
+    """The bins: truth, noisy counts, the two estimates, a bar of truth and shuffle+INV; then
+    the TV distances."""
+    utility = report.utility
+    truth = list(utility.true_histogram) if utility is not None else []
+    noisy = report.histogram
+    inv = report.estimate.counts or [0.0] * len(noisy)
+    n = max(report.n_received, 1)
+    ibu_distribution = utility.ibu_distribution if utility is not None else None
+    ibu = [p * n for p in ibu_distribution or []] or [0.0] * len(noisy)
+    scale = max([*truth, *noisy, 1])
+    lines = [
+        "",
+        f"{'bin':>4} {'true':>7} {'noisy':>7} {'shuffle+INV':>12} {'IBU':>9}  "
+        "true (#) and shuffle+INV (|)",
+    ]
     width = 30
     for j, count in enumerate(noisy):
         t = truth[j] if truth else 0
@@ -273,59 +309,37 @@ def format_report(report: dict[str, Any]) -> str:
         lines.append(
             f"{j:>4} {t:>7} {count:>7} {inv[j]:>12.1f} {ibu[j]:>9.1f}  {''.join(bar).rstrip()}"
         )
-    tv = report.get("tv_distance")
-    if tv:
+    if utility is not None:
+        tv = utility.tv_distance.to_json()
         lines.append("")
         lines.append(
             "TV distance to the truth: "
             + ", ".join(f"{name} {_num(value)}" for name, value in tv.items())
         )
-    lines.append("")
-    if privacy.get("error"):
-        lines.append(f"guarantee: none ({privacy['error']})")
-    else:
-        lines.append(
-            f"guarantee: eps = {_num(privacy['eps'])}, delta <= {_num(privacy['delta'])} "
-            f"(valid upper bound from {privacy['bound']}; delta_lower = "
-            f"{_num(privacy['delta_lower'])}; computed for n = {privacy['n']} received)"
-        )
-    rejected = {k: v for k, v in report.get("rejected", {}).items() if v}
-    lines.append(
-        "rejected: " + (", ".join(f"{k} {v}" for k, v in rejected.items()) if rejected else "none")
+    return lines
+
+
+def _chaos_line(chaos: ChaosSummary) -> str:
+    injected = ", ".join(f"{k} {v}" for k, v in chaos.injected.items())
+    verdict = "as expected" if chaos.rejections_as_expected else "NOT as expected"
+    killed = chaos.hop_killed
+    restart = (
+        f"; {killed.stage} killed (SIGKILL) at {killed.last_progress_accepted} "
+        f"accepted and restarted: {killed.restarted}"
+        if killed.last_progress_accepted is not None
+        else ""
     )
-    chaos = report.get("chaos")
-    if chaos:
-        injected = ", ".join(f"{k} {v}" for k, v in chaos["injected"].items())
-        verdict = "as expected" if chaos["rejections_as_expected"] else "NOT as expected"
-        killed = chaos.get("hop_killed") or {}
-        restart = (
-            f"; {killed['stage']} killed (SIGKILL) at {killed['last_progress_accepted']} "
-            f"accepted and restarted: {killed['restarted']}"
-            if killed.get("last_progress_accepted") is not None
-            else ""
-        )
-        lines.append(
-            f"chaos: injected {chaos['injected_total']} ({injected}); hop 0 rejections {verdict} "
-            f"({chaos['redelivered_duplicates']} redelivered after the restart){restart}; "
-            f"n_received == n: {chaos['all_reports_counted_once']}"
-        )
-    timings = report.get("timings", {})
-    if timings:
-        lines.append(
-            "timings (s): "
-            + ", ".join(f"{k.removesuffix('_seconds')} {v}" for k, v in timings.items())
-        )
-    lines.append(f"randomness: {report.get('randomness')}")
-    if report.get("warning"):
-        lines.append(f"warning: {report['warning']}")
-    return "\n".join(lines)
+    return (
+        f"chaos: injected {chaos.injected_total} ({injected}); hop 0 rejections {verdict} "
+        f"({chaos.redelivered_duplicates} redelivered after the restart){restart}; "
+        f"n_received == n: {chaos.all_reports_counted_once}"
+    )
 
 
-def _dataset_lines(sim: dict[str, Any]) -> list[str]:
+def _dataset_lines(label: str, details: Mapping[str, Any]) -> list[str]:
     """What the report says about the data: its label, and for check-ins the region, the rows
     read, rejections, rows outside the region, users and the one-report-per-user rule."""
-    lines = [f"dataset: {sim['dataset']}"] if sim.get("dataset") else []
-    details = sim.get("dataset_details") or {}
+    lines = [f"dataset: {label}"] if label else []
     if details.get("kind") == "gowalla":
         lines.append(f"  region: {details['region']}")
         lines.append(

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import os
 import secrets
@@ -306,8 +307,9 @@ async def run_simulation(
             on_progress=on_progress,
             started=started,
         )
-    report["simulation"]["dataset_details"] = dataset.details
-    return report
+    log = RoundLog.from_json(report)
+    simulation = dataclasses.replace(log.simulation, dataset_details=dataset.details)
+    return dataclasses.replace(log, simulation=simulation).to_json()
 
 
 class PipelineSession:

@@ -26,6 +26,7 @@ from shuffledp.cli.simulate import format_report
 from shuffledp.simulations.data.checkins import CheckInReader, load_checkin_arrays
 from shuffledp.simulations.data.datasets import MOST_RECENT_RULE
 from shuffledp.simulations.data.regions import PRESETS
+from shuffledp.simulations.pipeline.records import RoundLog
 from shuffledp.simulations.pipeline.simulate import SimulationOptions
 from tests.paths import SHARED_DATA
 
@@ -68,7 +69,7 @@ def test_simulate_gowalla_paris() -> None:
     assert details["outside_region"] == 17_496 - 11_190
     assert details["users"] == 1_026 and details["rule"] == MOST_RECENT_RULE
     assert details["region"].startswith("paris: lat 48.8286..48.8798")
-    text = format_report(report)
+    text = format_report(RoundLog.from_json(report))
     assert "17,496 rows: 17,496 accepted, 0 rejected" in text
     assert "11,190 inside the region, 6,306 outside" in text
     assert f"rule: {MOST_RECENT_RULE}" in text
