@@ -157,7 +157,8 @@ def test_chaos_totals_and_kill_fields_are_checked() -> None:
 
 @pytest.mark.asyncio
 async def test_an_in_memory_round_publishes_a_report_its_record_reads_back() -> None:
-    from tests.unit.test_services_memory import K, N, clean_round, received, report_topic
+    from shuffledp.protocol.topics import report_topic
+    from tests.unit.test_services_memory import K, N, clean_round, received
 
     outcome, broker, _ = await clean_round(["analyzer", "hop-2", "hop-1", "hop-0", "clients"], 31)
     published = PublishedReport.from_json(outcome.report)
