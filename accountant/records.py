@@ -23,9 +23,10 @@ from typing import Any
 from shuffledp.accountant.bounds import BoundKind
 from shuffledp.errors import InvalidParameterError
 from shuffledp.validation import (
+    json_input,
     optional,
-    parse_json_text,
     require_int,
+    require_integer,
     require_keys,
     require_number,
     require_str,
@@ -46,16 +47,6 @@ ACCOUNT_SCHEMA = "shuffledp/account/1"
 SHUFFLED_KRR = "shuffled k-RR"
 #: ``composition`` values: one round, privacy-loss distributions, Renyi DP.
 COMPOSITIONS = ("none", "pld", "rdp")
-
-
-def _load(name: str, data: object) -> object:
-    return parse_json_text(name, data) if isinstance(data, str | bytes) else data
-
-
-def _int(name: str, value: object, low: int = 0) -> int:
-    require_int(name, value, low)  # type: ignore[arg-type]
-    assert isinstance(value, int)
-    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -82,11 +73,11 @@ class MechanismRecord:
 
     @classmethod
     def from_json(cls, data: object) -> MechanismRecord:
-        d = require_keys("mechanism", _load("mechanism", data), ["name", "n", "k", "eps0"])
+        d = require_keys("mechanism", json_input("mechanism", data), ["name", "n", "k", "eps0"])
         return cls(
             name=require_str("mechanism.name", d["name"]),
-            n=_int("mechanism.n", d["n"], 2),
-            k=_int("mechanism.k", d["k"], 2),
+            n=require_integer("mechanism.n", d["n"], 2),
+            k=require_integer("mechanism.k", d["k"], 2),
             eps0=require_number("mechanism.eps0", d["eps0"]),
         )
 
@@ -127,13 +118,15 @@ class Query:
 
     @classmethod
     def from_json(cls, data: object) -> Query:
-        d = require_keys("query", _load("query", data), ["eps", "delta", "bound", "rounds", "nx0"])
+        d = require_keys(
+            "query", json_input("query", data), ["eps", "delta", "bound", "rounds", "nx0"]
+        )
         return cls(
             eps=optional(require_number, "query.eps", d["eps"]),
             delta=optional(require_number, "query.delta", d["delta"]),
             bound=require_str("query.bound", d["bound"]),
-            rounds=_int("query.rounds", d["rounds"], 1),
-            nx0=optional(_int, "query.nx0", d["nx0"]),
+            rounds=require_integer("query.rounds", d["rounds"], 1),
+            nx0=optional(require_integer, "query.nx0", d["nx0"]),
         )
 
 
@@ -162,12 +155,13 @@ class WitnessDataset:
 
     @classmethod
     def from_json(cls, data: object) -> WitnessDataset:
-        obj = _load("dataset", data)
+        obj = json_input("dataset", data)
         family = obj.get("family") if isinstance(obj, Mapping) else None
         key = _WITNESS_KEY.get(family, "a") if isinstance(family, str) else "a"
         d = require_keys("dataset", obj, ["family", key])
         return cls(
-            family=require_str("dataset.family", d["family"]), size=_int(f"dataset.{key}", d[key])
+            family=require_str("dataset.family", d["family"]),
+            size=require_integer(f"dataset.{key}", d[key]),
         )
 
 
@@ -267,12 +261,12 @@ class BoundResult:
     @classmethod
     def from_json(cls, data: object) -> BoundResult:
         names = [field.name for field in fields(cls)]
-        d = require_keys("results[]", _load("results[]", data), names)
+        d = require_keys("results[]", json_input("results[]", data), names)
         values: dict[str, Any] = {
             "bound": require_str("results[].bound", d["bound"]),
             "kind": require_str("results[].kind", d["kind"]),
             "guarantee": require_str("results[].guarantee", d["guarantee"]),
-            "rounds": _int("results[].rounds", d["rounds"], 1),
+            "rounds": require_integer("results[].rounds", d["rounds"], 1),
             "composition": require_str("results[].composition", d["composition"]),
             "dataset": None if d["dataset"] is None else WitnessDataset.from_json(d["dataset"]),
         }
@@ -281,7 +275,7 @@ class BoundResult:
         for key in ("upper_from", "lower_from", "upper_skipped", "pair", "error"):
             values[key] = optional(require_str, f"results[].{key}", d[key])
         for key in ("nx0", "order"):
-            values[key] = optional(_int, f"results[].{key}", d[key])
+            values[key] = optional(require_integer, f"results[].{key}", d[key])
         return cls(**values)
 
 
@@ -324,7 +318,7 @@ class AccountAnswer:
     @classmethod
     def from_json(cls, data: object) -> AccountAnswer:
         d = require_keys(
-            "account", _load("account", data), ["schema", "mechanism", "query", "results"]
+            "account", json_input("account", data), ["schema", "mechanism", "query", "results"]
         )
         if d["schema"] != ACCOUNT_SCHEMA:
             raise InvalidParameterError(

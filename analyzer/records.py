@@ -28,11 +28,12 @@ from typing import Any
 from shuffledp.errors import InvalidParameterError
 from shuffledp.validation import (
     JsonObject,
+    json_input,
     optional,
-    parse_json_text,
     require_counter,
     require_counts,
     require_int,
+    require_integer,
     require_json_object,
     require_keys,
     require_number,
@@ -52,7 +53,6 @@ __all__ = [
     "Report",
     "TVDistance",
     "Utility",
-    "load_object",
 ]
 
 #: ``schema`` of the published report (bumped when a key changes meaning or disappears).
@@ -63,12 +63,6 @@ MODE_AT_TARGET = "eps at target delta"
 MODE_AT_EPS = "delta at given eps"
 #: ``baseline.mechanism``: the central Gaussian every estimate is compared with.
 GAUSSIAN_MECHANISM = "analytic Gaussian (central, replace-one, L2 sensitivity sqrt 2)"
-
-
-def load_object(name: str, data: object) -> object:
-    """``data`` itself, or parsed when it is JSON text (str or bytes): every ``from_json`` takes
-    a dict or its text."""
-    return parse_json_text(name, data) if isinstance(data, str | bytes) else data
 
 
 def _put(out: dict[str, Any], key: str, value: Any) -> None:
@@ -177,7 +171,7 @@ class PrivacyBlock:
 
     @classmethod
     def from_json(cls, data: object) -> PrivacyBlock:
-        obj = load_object("privacy", data)
+        obj = json_input("privacy", data)
         base = ["accountant", "mode", "eps", "delta", "delta_lower", "bound", "n"]
         mode = obj.get("mode") if isinstance(obj, Mapping) else None
         extra = ["target_delta", "eps_lower"] if mode == MODE_AT_TARGET else []
@@ -189,18 +183,12 @@ class PrivacyBlock:
             delta=optional(require_number, "privacy.delta", d["delta"]),
             delta_lower=optional(require_number, "privacy.delta_lower", d["delta_lower"]),
             bound=optional(require_str, "privacy.bound", d["bound"]),
-            n=_int("privacy.n", d["n"]),
+            n=require_integer("privacy.n", d["n"]),
             target_delta=optional(require_number, "privacy.target_delta", d.get("target_delta")),
             eps_lower=optional(require_number, "privacy.eps_lower", d.get("eps_lower")),
             guarantee=optional(require_str, "privacy.guarantee", d.get("guarantee")),
             error=optional(require_str, "privacy.error", d.get("error")),
         )
-
-
-def _int(name: str, value: object, low: int = 0) -> int:
-    require_int(name, value, low)  # type: ignore[arg-type]
-    assert isinstance(value, int)
-    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -246,7 +234,7 @@ class Estimate:
     @classmethod
     def from_json(cls, data: object) -> Estimate:
         d = require_keys(
-            "estimate", load_object("estimate", data), ["distribution", "counts"], ["note"]
+            "estimate", json_input("estimate", data), ["distribution", "counts"], ["note"]
         )
         return cls(
             distribution=optional(require_numbers, "estimate.distribution", d["distribution"]),
@@ -284,7 +272,7 @@ class TVDistance:
 
     @classmethod
     def from_json(cls, data: object) -> TVDistance:
-        d = require_keys("tv_distance", load_object("tv_distance", data), cls.KEYS)
+        d = require_keys("tv_distance", json_input("tv_distance", data), cls.KEYS)
         values = [optional(require_number, f"tv_distance[{k!r}]", d[k]) for k in cls.KEYS]
         return cls(shuffle=values[0], shuffle_inv=values[1], ibu=values[2], gaussian=values[3])
 
@@ -330,7 +318,7 @@ class Baseline:
 
     @classmethod
     def from_json(cls, data: object) -> Baseline:
-        obj = load_object("baseline", data)
+        obj = json_input("baseline", data)
         noted = isinstance(obj, Mapping) and "note" in obj
         keys = ["mechanism", "note"] if noted else ["mechanism", "eps", "delta", "sigma"]
         d = require_keys("baseline", obj, keys)
@@ -388,7 +376,7 @@ class Utility:
     def from_json(cls, data: object) -> Utility:
         d = require_keys(
             "utility",
-            load_object("utility", data),
+            json_input("utility", data),
             [k for k in UTILITY_KEYS if k != "IBU_distribution"],
             ["IBU_distribution"],
         )
@@ -500,7 +488,7 @@ class Report:
 
     @classmethod
     def from_json(cls, data: object) -> Report:
-        d = require_keys("report", load_object("report", data), REPORT_KEYS, UTILITY_KEYS)
+        d = require_keys("report", json_input("report", data), REPORT_KEYS, UTILITY_KEYS)
         return cls.from_fields(d)
 
     @classmethod
@@ -513,11 +501,11 @@ class Report:
             else None
         )
         return cls(
-            round=_int("round", d["round"]),
-            n_expected=_int("n_expected", d["n_expected"]),
-            n_received=_int("n_received", d["n_received"]),
+            round=require_integer("round", d["round"]),
+            n_expected=require_integer("n_expected", d["n_expected"]),
+            n_received=require_integer("n_received", d["n_received"]),
             rejected=require_counter("rejected", d["rejected"]),
-            k=_int("k", d["k"], 2),
+            k=require_integer("k", d["k"], 2),
             eps0=require_number("eps0", d["eps0"]),
             histogram=require_counts("histogram", d["histogram"]),
             estimate=Estimate.from_json(d["estimate"]),
@@ -542,7 +530,7 @@ class AnalyzerTimings:
 
     @classmethod
     def from_json(cls, data: object) -> AnalyzerTimings:
-        d = require_keys("timings", load_object("timings", data), ["analyzer_collect_seconds"])
+        d = require_keys("timings", json_input("timings", data), ["analyzer_collect_seconds"])
         return cls(
             analyzer_collect_seconds=require_number(
                 "timings.analyzer_collect_seconds", d["analyzer_collect_seconds"]
@@ -605,7 +593,7 @@ class PublishedReport:
     def from_json(cls, data: object) -> PublishedReport:
         d = require_keys(
             "report",
-            load_object("report", data),
+            json_input("report", data),
             (*PUBLISHED_KEYS, *REPORT_KEYS),
             (*UTILITY_KEYS, "error", "warning"),
         )

@@ -180,6 +180,22 @@ def optional(check: Callable[..., T], name: str, value: object, **kwargs: Any) -
     return None if value is None else check(name, value, **kwargs)
 
 
+def require_integer(name: str, value: object, low: int | None = 0, high: int | None = None) -> int:
+    """``value`` as an int in [low, high] (``low`` None: no floor), not a bool; for reading
+    JSON (:func:`require_int` checks an argument already typed int)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
+    if low is not None:
+        require_int(name, value, low, high)
+    return value
+
+
+def json_input(name: str, data: object) -> object:
+    """The argument of every record's ``from_json``: a dict as it is, or its JSON text (str or
+    bytes) parsed."""
+    return parse_json_text(name, data) if isinstance(data, str | bytes) else data
+
+
 def parse_json_text(name: str, text: str | bytes) -> object:
     """JSON text parsed (Infinity accepted, NaN refused), or InvalidParameterError."""
     try:

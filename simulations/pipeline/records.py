@@ -20,17 +20,18 @@ from shuffledp.analyzer.records import (
     REPORT_KEYS,
     UTILITY_KEYS,
     Report,
-    load_object,
     require_schema,
     require_stages,
 )
 from shuffledp.errors import InvalidParameterError
 from shuffledp.validation import (
     JsonObject,
+    json_input,
     optional,
     require_bool,
     require_counter,
     require_int,
+    require_integer,
     require_json_object,
     require_keys,
     require_number,
@@ -50,16 +51,6 @@ __all__ = [
 REQUIRED_UTILITY_KEYS = tuple(key for key in UTILITY_KEYS if key != "IBU_distribution")
 #: ``schema`` of the round log (bumped when a key changes meaning or disappears).
 ROUND_LOG_SCHEMA = "shuffledp/round-log/1"
-
-
-def _int(name: str, value: object, low: int | None = 0) -> int:
-    if low is None:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise InvalidParameterError(f"{name} must be an integer, got {value!r}")
-    else:
-        require_int(name, value, low)  # type: ignore[arg-type]
-    assert isinstance(value, int)
-    return value
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -90,7 +81,7 @@ class RoundTimings:
 
     @classmethod
     def from_json(cls, data: object) -> RoundTimings:
-        d = require_keys("timings", load_object("timings", data), cls.KEYS)
+        d = require_keys("timings", json_input("timings", data), cls.KEYS)
         return cls(**{key: require_number(f"timings.{key}", d[key]) for key in cls.KEYS})
 
 
@@ -150,19 +141,21 @@ class SimulationInfo:
     @classmethod
     def from_json(cls, data: object) -> SimulationInfo:
         d = require_keys(
-            "simulation", load_object("simulation", data), cls.KEYS, ["dataset_details"]
+            "simulation", json_input("simulation", data), cls.KEYS, ["dataset_details"]
         )
         return cls(
             broker=require_str("simulation.broker", d["broker"]),
-            n_hops=_int("simulation.n_hops", d["n_hops"], 1),
-            client_processes=_int("simulation.client_processes", d["client_processes"], 1),
+            n_hops=require_integer("simulation.n_hops", d["n_hops"], 1),
+            client_processes=require_integer(
+                "simulation.client_processes", d["client_processes"], 1
+            ),
             dataset=require_str("simulation.dataset", d["dataset"]),
-            seed=optional(_int, "simulation.seed", d["seed"]),
+            seed=optional(require_integer, "simulation.seed", d["seed"]),
             topic_prefix=require_str("simulation.topic_prefix", d["topic_prefix"]),
             keys=require_str("simulation.keys", d["keys"]),
             authentication=require_str("simulation.authentication", d["authentication"]),
             deadline_seconds=require_number("simulation.deadline_seconds", d["deadline_seconds"]),
-            min_batch=_int("simulation.min_batch", d["min_batch"], 1),
+            min_batch=require_integer("simulation.min_batch", d["min_batch"], 1),
             dataset_details=optional(
                 require_json_object, "simulation.dataset_details", d.get("dataset_details")
             ),
@@ -195,7 +188,7 @@ class HopKill:
         for key in ("stage", "signal", "when", "process_was"):
             require_str(f"chaos.hop_killed.{key}", getattr(self, key))
         optional(
-            require_int,
+            require_integer,
             "chaos.hop_killed.last_progress_accepted",
             self.last_progress_accepted,
             low=0,
@@ -208,14 +201,14 @@ class HopKill:
 
     @classmethod
     def from_json(cls, data: object) -> HopKill:
-        d = require_keys("chaos.hop_killed", load_object("chaos.hop_killed", data), cls.KEYS)
+        d = require_keys("chaos.hop_killed", json_input("chaos.hop_killed", data), cls.KEYS)
         name = "chaos.hop_killed"
         return cls(
             stage=require_str(f"{name}.stage", d["stage"]),
             signal=require_str(f"{name}.signal", d["signal"]),
             when=require_str(f"{name}.when", d["when"]),
             last_progress_accepted=optional(
-                _int, f"{name}.last_progress_accepted", d["last_progress_accepted"]
+                require_integer, f"{name}.last_progress_accepted", d["last_progress_accepted"]
             ),
             process_was=require_str(f"{name}.process_was", d["process_was"]),
             restarted=require_bool(f"{name}.restarted", d["restarted"]),
@@ -251,7 +244,7 @@ class ChaosSummary:
                 f"chaos.injected_total must be the sum of chaos.injected "
                 f"{sum(self.injected.values())}, got {self.injected_total}"
             )
-        _int("chaos.redelivered_duplicates", self.redelivered_duplicates, None)
+        require_integer("chaos.redelivered_duplicates", self.redelivered_duplicates, None)
         require_bool("chaos.rejections_as_expected", self.rejections_as_expected)
         require_bool("chaos.all_reports_counted_once", self.all_reports_counted_once)
 
@@ -279,15 +272,15 @@ class ChaosSummary:
             "all_reports_counted_once",
             "hop_killed",
         )
-        d = require_keys("chaos", load_object("chaos", data), keys)
+        d = require_keys("chaos", json_input("chaos", data), keys)
         return cls(
             injected=require_counter("chaos.injected", d["injected"]),
-            injected_total=_int("chaos.injected_total", d["injected_total"]),
+            injected_total=require_integer("chaos.injected_total", d["injected_total"]),
             expected_rejections=require_counter(
                 "chaos.expected_rejections", d["expected_rejections"]
             ),
             hop0_rejections=require_counter("chaos.hop0_rejections", d["hop0_rejections"]),
-            redelivered_duplicates=_int(
+            redelivered_duplicates=require_integer(
                 "chaos.redelivered_duplicates", d["redelivered_duplicates"], None
             ),
             rejections_as_expected=require_bool(
@@ -336,7 +329,7 @@ class RoundLog:
     def from_json(cls, data: object) -> RoundLog:
         d = require_keys(
             "round log",
-            load_object("round log", data),
+            json_input("round log", data),
             ("schema", *REPORT_KEYS, *REQUIRED_UTILITY_KEYS, "stages", "timings", "simulation"),
             ("IBU_distribution", "warning", "chaos"),
         )
