@@ -785,7 +785,8 @@ class StreamRunner:
         ledger.prune()
         self._tally["epochs_run"] += 1
         self._tally["over_budget_after_round"] += over
-        record.update(report)
+        # The round log's keys, not its schema: an epoch record is not a round log.
+        record.update({key: value for key, value in report.items() if key != "schema"})
         record["status"] = "run"
         record["charged_n"] = charged
         record["over_budget_after_round"] = over

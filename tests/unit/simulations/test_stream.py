@@ -85,6 +85,7 @@ class FakeRounds:
         received = values[: max(0, values.size - self.lose)]
         histogram = np.bincount(received, minlength=self.k)
         return {
+            "schema": "shuffledp/round-log/1",
             "round": round_id,
             "n_expected": int(values.size),
             "n_received": int(received.size),
@@ -265,6 +266,7 @@ def test_each_epoch_is_one_round_of_its_active_users() -> None:
         (1, "run", 3, 3),
     ]
     assert records[1]["true_histogram"] == [0, 1, 1, 1]
+    assert all("schema" not in r for r in records)  # an epoch record is not a round log
     assert (
         records[1]["start"] == "2010-03-02T00:00:00Z"
         and records[1]["end"] == "2010-03-03T00:00:00Z"
