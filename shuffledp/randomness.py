@@ -4,10 +4,10 @@ Every randomized component (k-RR in the clients, the permutation in each shuffle
 :class:`RandomSource`. :class:`SystemRandom` draws from ``os.urandom`` (the OS CSPRNG) and is
 the default; :class:`SeededRandom` wraps numpy's PCG64 for reproducible simulations and says so
 in its ``name``, which reports carry. numpy's PCG64 is not a cryptographic generator even when
-seeded from os.urandom (TRANSPORT.md), so it is never the default.
+seeded from os.urandom (docs/transport.md), so it is never the default.
 
 Why not ``secrets.SystemRandom``: it draws one Python int at a time (1.67 s for a permutation of
-1e6 items, TRANSPORT.md); these draw whole arrays from one ``os.urandom`` call.
+1e6 items, docs/transport.md); these draw whole arrays from one ``os.urandom`` call.
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ def uniform_permutation(n: int, rng: RandomSource | None = None) -> npt.NDArray[
 
     Argsort of random keys is uniform when the keys are distinct; ties (probability about
     n^2 / 2^65, 3e-8 at n = 1e6) are redrawn rather than broken by position, which would bias the
-    result. Randomness from the OS CSPRNG unless a source is passed (TRANSPORT.md: 58-70 ms for
+    result. Randomness from the OS CSPRNG unless a source is passed (docs/transport.md: 58-70 ms for
     1e6 items, against 1.67 s for secrets.SystemRandom().shuffle).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:

@@ -77,7 +77,7 @@ DEFAULT_ZIPF_EXPONENT = 1.1
 """Exponent s of ``zipf`` without ``:S``."""
 MAX_N = 100_000_000
 """Largest n accepted: 800 MB of values, and about ten hours through the pipeline at its
-measured 2,800 reports/s (README); anything larger is a typo."""
+measured 2,800 reports/s (docs/performance.md); anything larger is a typo."""
 
 DATASET_KINDS = (
     "synthetic",

@@ -1,7 +1,7 @@
 """The fast in-process path: one round without the broker and the crypto, same code otherwise.
 
 A sweep over n, eps0 and many repetitions through the real pipeline would spend nearly all its
-time on sealed boxes and MQTT (about 2,700 reports/s on 2 cores, README). What decides the
+time on sealed boxes and MQTT (about 2,700 reports/s on 2 cores, docs/performance.md). What decides the
 published histogram is three pure functions, and this module calls exactly those:
 
 1. each value is randomised by :func:`shuffledp.clients.krr.krr_randomize`, the function every
@@ -199,7 +199,7 @@ def run_round(
     randomness_name: str | None = None,
     inverted: EpsAtDelta | None = None,
 ) -> dict[str, Any]:
-    """One round on the fast path: the report (DESIGN.md "Report") with the keys the pipeline's
+    """One round on the fast path: the report (docs/report-schema.md) with the keys the pipeline's
     report has (``round``, ``n_expected``, ``n_received``, ``rejected``, ``k``, ``eps0``,
     ``histogram``, ``estimate``, ``estimator``, ``privacy``, ``randomness``, ``true_histogram``,
     ``tv_distance``, ``IBU_method``, ``baseline``), plus ``path`` = "fast".
