@@ -33,7 +33,7 @@ from typing import Any, ParamSpec, TypeAlias, TypeVar
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.mechanism import check_range
+from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
 from shuffledp.analyzer.baseline import RandomState
 from shuffledp.errors import InvalidParameterError, ShuffledpError
 from shuffledp.randomness import GeneratorRandom, RandomSource, SeedLike, seed_value
@@ -46,7 +46,7 @@ from shuffledp.simulations.pipeline.simulate import (
     SimulationOptions,
     run_simulation,
 )
-from shuffledp.validation import require_int
+from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "Report",
@@ -274,8 +274,12 @@ def run_round_in_process(
     ``eps``: report the delta bracket at this eps instead. The report has ``path`` = "fast" and
     ``randomness_source``. InvalidParameterError naming the parameter for a bad value.
     """
+    require_positive("eps0", eps0)
     require_int("hops", hops, 1, 64)
     require_int("round_id", round_id, 0)
+    require_delta(delta)
+    if eps is not None:
+        require_eps(eps)
     source, baseline, label = _in_process_sources(seed)
     if values is None:
         drawn = resolve_dataset(dataset, n=n, k=k, region=region, rng=source)
