@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import secrets
 from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, ParamSpec, TypeAlias, TypeVar
@@ -37,6 +38,7 @@ from shuffledp.accountant.mechanism import check_range, require_delta, require_e
 from shuffledp.analyzer.baseline import RandomState
 from shuffledp.errors import InvalidParameterError, ShuffledpError
 from shuffledp.randomness import GeneratorRandom, RandomSource, SeedLike, seed_value
+from shuffledp.security.keys import load_public_directory
 from shuffledp.simulations.data.datasets import DEFAULT_K, parse_dataset_spec, resolve_dataset
 from shuffledp.simulations.data.regions import Region
 from shuffledp.simulations.experiments.fastpath import run_round, spec_sources
@@ -76,7 +78,7 @@ async def simulate_async(
     n: int | None = None,
     k: int | None = None,
     eps0: float = 4.0,
-    hops: int = 3,
+    hops: int | None = None,
     dataset: str = "synthetic",
     values: npt.ArrayLike | None = None,
     region: Region | None = None,
@@ -88,7 +90,7 @@ async def simulate_async(
     min_batch: int | None = None,
     deadline: float | None = None,
     timeout: float | None = None,
-    round_id: int = 1,
+    round_id: int | None = None,
     auth: bool = True,
     keys: Path | None = None,
     tls_ca: Path | None = None,
@@ -97,7 +99,8 @@ async def simulate_async(
     """One full round through the multi-process pipeline, awaited in the caller's event loop.
 
     The parameters are ``shuffledp simulate``'s flags (``delta`` is ``--delta``, the target;
-    ``round_id`` is ``--round``; ``auth=False`` is ``--no-auth``). ``values``: the true values
+    ``round_id`` is ``--round``; ``auth=False`` is ``--no-auth``) with its defaults: ``hops`` 3
+    or the hops of ``keys``; ``round_id`` 1, or a fresh random one with ``keys``. ``values``: the true values
     (integers in [0, k)) instead of a ``dataset`` spec; then ``n`` is their number. ``k`` None:
     the dataset's own (a region's cells, a histogram's length), else 15. ``seed``: None (OS
     CSPRNG), an int, or a numpy Generator (a seed is drawn from it; the report records it).
@@ -116,7 +119,7 @@ async def simulate_async(
         seed=drawn,
         extra={
             "eps0": eps0,
-            "hops": hops,
+            "hops": hops if hops is not None else _default_hops(keys),
             "broker": broker,
             "client_processes": client_processes,
             "target_delta": delta,
@@ -124,7 +127,7 @@ async def simulate_async(
             "min_batch": min_batch,
             "deadline": deadline,
             "timeout": timeout,
-            "round_id": round_id,
+            "round_id": round_id if round_id is not None else _default_round(keys),
             "auth": auth,
             "keys": keys,
             "tls_ca": tls_ca,
@@ -142,6 +145,17 @@ async def simulate_async(
             )
         report["simulation"]["dataset_details"] = {"kind": "values", "n": int(given.size)}
     return _label_randomness(report, seed, drawn)
+
+
+def _default_hops(keys: Path | None) -> int:
+    """``shuffledp simulate``'s: 3, or the hops of the key directory ``keys``."""
+    return 3 if keys is None else load_public_directory(keys).n_hops
+
+
+def _default_round(keys: Path | None) -> int:
+    """``shuffledp simulate``'s: 1 with fresh keys, else a fresh random round id (a round id
+    must not repeat under one key directory)."""
+    return 1 if keys is None else 1 + secrets.randbelow(2**48)
 
 
 def _blocking(

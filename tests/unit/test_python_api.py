@@ -166,3 +166,34 @@ def test_the_package_lists_its_names() -> None:
         assert getattr(shuffledp, name) is not None
     with pytest.raises(AttributeError, match="has no attribute 'simulat'"):
         _ = shuffledp.simulat
+
+
+def test_simulate_passes_the_flags_as_the_command_line_does(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Any
+) -> None:
+    """The options simulate() builds (the launcher replaced by a recorder: no process starts):
+    the defaults of ``shuffledp simulate`` (hops from --keys, a fresh round id with --keys) and
+    the names mapped (delta -> target delta, a Generator -> a seed drawn from it)."""
+    from shuffledp.randomness import seed_value
+    from shuffledp.security.keys import init_key_directory
+    from shuffledp.simulations.pipeline import api
+    from shuffledp.simulations.pipeline.simulate import SimulationOptions
+
+    seen: list[SimulationOptions] = []
+
+    async def recorder(options: SimulationOptions, **_: Any) -> dict[str, Any]:
+        seen.append(options)
+        return {"randomness": "os-csprng", "simulation": {}}
+
+    monkeypatch.setattr(api, "run_simulation", recorder)
+    init_key_directory(tmp_path / "keys", hops=2)
+    report = shuffledp.simulate(n=300, keys=tmp_path / "keys", auth=False, delta=1e-7)
+    fresh = shuffledp.simulate(n=300, seed=np.random.default_rng(11), eps=0.5)
+    with_keys, plain = seen
+    assert (with_keys.hops, with_keys.target_delta, with_keys.k) == (2, 1e-7, 15)
+    assert with_keys.round_id > 1  # a fresh random id (1 with probability 2^-48)
+    assert report["randomness_source"] == "os"
+    assert (plain.hops, plain.round_id, plain.eps) == (3, 1, 0.5)
+    assert plain.seed == seed_value(np.random.default_rng(11))
+    assert fresh["randomness_source"] == "generator"
+    assert f"from seed {plain.seed}, drawn from the caller's numpy Generator" in fresh["randomness"]
