@@ -38,7 +38,7 @@ from shuffledp.protocol.runtime import (
 )
 from shuffledp.protocol.topics import ingress_topic, status_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.validation import require_int, require_positive
 
 __all__ = ["ClientSettings", "run_clients"]
@@ -81,7 +81,7 @@ async def run_clients(
     *,
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     credentials: ProcessCredentials | None = None,
     chaos: int = 0,
     rate: float | None = None,
@@ -99,7 +99,7 @@ async def run_clients(
     Raises NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout``
     seconds (then nothing was sent), InvalidParameterError for a value outside [0, k) (checked
     for all values before anything is sent) or bad chaos/rate parameters."""
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     data = np.asarray(values)
     if data.ndim != 1 or (data.size and not np.issubdtype(data.dtype, np.integer)):
         raise InvalidParameterError(

@@ -77,7 +77,7 @@ from shuffledp.protocol.transport import (
     publish_all,
     require_journaling,
 )
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.validation import require_int, require_positive
 
@@ -163,7 +163,7 @@ async def run_hop(
     settings: HopSettings,
     private_key: PrivateKey,
     *,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     verifier: ClientVerifier | None = None,
     state_dir: str | os.PathLike[str] | None = None,
@@ -177,7 +177,7 @@ async def run_hop(
     belongs to other settings, is in use by another process or cannot be written."""
     if not isinstance(settings, HopSettings):
         raise InvalidParameterError(f"settings must be HopSettings, got {type(settings).__name__}")
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     hop = HopRound(
         hop_index=settings.hop_index,
         n_hops=settings.n_hops,
