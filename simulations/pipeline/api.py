@@ -19,7 +19,7 @@ Randomness (``seed``): None is the OS CSPRNG (the default), an int a reproducibl
 ``randomness_source`` (``os``, ``seeded`` or ``generator``) beside ``randomness`` (the name).
 
 Each returns the report the analyzer builds (:func:`shuffledp.analyzer.report.build_report`,
-DESIGN.md "Report") with the simulation's additions, as a JSON-ready dict (:data:`Report`).
+docs/report-schema.md) with the simulation's additions, as a JSON-ready dict (:data:`Report`).
 """
 
 from __future__ import annotations
@@ -58,7 +58,7 @@ __all__ = [
     "simulate_async",
 ]
 
-#: The report of one round: a JSON-ready dict (keys in DESIGN.md "Report").
+#: The report of one round: a JSON-ready dict (keys in docs/report-schema.md).
 # TODO(records): when analyzer/report.py returns a typed record, this alias becomes that record
 # type and the three functions below return it (they only add ``randomness_source`` and, for
 # simulate, what run_simulation adds).
