@@ -5,7 +5,8 @@
 timings, what the simulation ran (:class:`SimulationInfo`) and, with ``--chaos``, what was
 injected and killed (:class:`ChaosSummary`). Its JSON carries ``"schema":
 "shuffledp/round-log/1"`` and is otherwise the report's keys followed by ``stages``,
-``warning`` (if any), ``chaos`` (with --chaos), ``timings`` and ``simulation``: every key is in
+``warning`` (if any), ``chaos`` (with --chaos), ``timings``, ``simulation`` and, from the Python
+API, ``randomness_source``: every key is in
 docs/report-schema.md. Records are frozen, validated when built (rule and value named), and
 ``from_json(r.to_json()) == r``; unknown and missing keys are refused.
 """
@@ -49,6 +50,8 @@ __all__ = [
 
 #: The utility keys a round log always has (IBU_distribution is absent when nothing arrived).
 REQUIRED_UTILITY_KEYS = tuple(key for key in UTILITY_KEYS if key != "IBU_distribution")
+#: ``randomness_source`` values (the Python API's): the OS CSPRNG, a seed, a numpy Generator.
+RANDOMNESS_SOURCES = ("os", "seeded", "generator")
 #: ``schema`` of the round log (bumped when a key changes meaning or disappears).
 ROUND_LOG_SCHEMA = "shuffledp/round-log/1"
 
@@ -305,9 +308,16 @@ class RoundLog:
     simulation: SimulationInfo
     warning: str | None = None
     chaos: ChaosSummary | None = None
+    #: Set by the Python API (``shuffledp.simulate``): which kind of randomness drove the run.
+    randomness_source: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", require_stages("stages", self.stages))
+        if self.randomness_source not in (None, *RANDOMNESS_SOURCES):
+            raise InvalidParameterError(
+                f"randomness_source must be one of {RANDOMNESS_SOURCES}, got "
+                f"{self.randomness_source!r}"
+            )
         if self.report.utility is None:
             raise InvalidParameterError(
                 "a round log's report must hold the truth (true_histogram, tv_distance, ...)"
@@ -323,6 +333,8 @@ class RoundLog:
             out["chaos"] = self.chaos.to_json()
         out["timings"] = self.timings.to_json()
         out["simulation"] = self.simulation.to_json()
+        if self.randomness_source is not None:
+            out["randomness_source"] = self.randomness_source
         return out
 
     @classmethod
@@ -331,7 +343,7 @@ class RoundLog:
             "round log",
             json_input("round log", data),
             ("schema", *REPORT_KEYS, *REQUIRED_UTILITY_KEYS, "stages", "timings", "simulation"),
-            ("IBU_distribution", "warning", "chaos"),
+            ("IBU_distribution", "warning", "chaos", "randomness_source"),
         )
         require_schema("round log", d["schema"], ROUND_LOG_SCHEMA)
         return cls(
@@ -341,4 +353,7 @@ class RoundLog:
             simulation=SimulationInfo.from_json(d["simulation"]),
             warning=optional(require_str, "warning", d.get("warning")),
             chaos=ChaosSummary.from_json(d["chaos"]) if "chaos" in d else None,
+            randomness_source=optional(
+                require_str, "randomness_source", d.get("randomness_source")
+            ),
         )

@@ -55,6 +55,7 @@ def documented(key: str) -> bool:
 def test_every_key_is_documented() -> None:
     keys = set(REPORT_KEYS) | set(UTILITY_KEYS) | {"schema", "stages", "error", "warning"}
     keys |= {"timings", "simulation", "chaos", "note", "distribution", "counts"}
+    keys |= {"randomness_source", "path", "dataset"}
     keys |= set(PrivacyBlock.__dataclass_fields__) | set(Baseline.__dataclass_fields__)
     keys |= set(RoundTimings.KEYS) | set(SimulationInfo.__dataclass_fields__)
     keys |= set(ChaosSummary.__dataclass_fields__) | set(HopKill.__dataclass_fields__)

@@ -82,6 +82,7 @@ def round_logs(draw: st.DrawFn) -> RoundLog:
         simulation=simulation,
         warning=draw(st.none() | names),
         chaos=draw(st.none() | chaos_summaries()),
+        randomness_source=draw(st.sampled_from([None, "os", "seeded", "generator"])),
     )
 
 
@@ -90,7 +91,8 @@ def round_logs(draw: st.DrawFn) -> RoundLog:
 def test_round_log_round_trips(log: RoundLog) -> None:
     data = log.to_json()
     assert next(iter(data)) == "schema" and data["schema"] == ROUND_LOG_SCHEMA
-    assert list(data)[-2:] == ["timings", "simulation"]
+    tail = ["timings", "simulation"] + (["randomness_source"] if log.randomness_source else [])
+    assert list(data)[-len(tail) :] == tail
     text = json.dumps(data, allow_nan=False)
     assert RoundLog.from_json(text) == log
     assert RoundLog.from_json(data).to_json() == data
@@ -111,6 +113,7 @@ def test_malformed_round_logs_are_refused(log: RoundLog) -> None:
         ("warning", 3, "warning must be a string, got int 3"),
         ("stages", [], "stages must be a JSON object"),
         ("true_histogram", None, "true_histogram must be a list of counts"),
+        ("randomness_source", "dice", "randomness_source must be one of ('os', 'seeded'"),
     ]
     for key, value, message in cases:
         data = copy.deepcopy(log.to_json())
@@ -173,3 +176,16 @@ async def test_an_in_memory_round_publishes_a_report_its_record_reads_back() -> 
     assert published.error is None and published.warning is None
     assert set(published.stages) == {"hop-0", "hop-1", "hop-2", "analyzer"}
     assert published.stages["analyzer"]["received"] == N
+
+
+def test_the_fast_paths_report_is_a_report_plus_three_keys() -> None:
+    """docs/report-schema.md, "The fast path's report": Report's keys plus path, dataset and
+    randomness_source, nothing else."""
+    from shuffledp import run_round_in_process
+    from shuffledp.analyzer.records import Report
+
+    report = run_round_in_process(n=500, k=4, seed=2)
+    extra = {key: report.pop(key) for key in ("path", "dataset", "randomness_source")}
+    assert extra["path"] == "fast" and extra["randomness_source"] == "seeded"
+    record = Report.from_json(report)
+    assert record.to_json() == report and record.utility is not None
