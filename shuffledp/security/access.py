@@ -320,7 +320,7 @@ max_inflight_messages 1000
 max_packet_size {MAX_PACKET_BYTES}
 """
 """Mosquitto lines every configuration made here needs so that no QoS 1 report is dropped
-silently (in the broker template of shuffledp/brokers/embedded.py, the ``mosquitto.conf`` of
+silently (in the broker template of shuffledp/brokers/mosquitto.py, the ``mosquitto.conf`` of
 ``keys init`` and the TLS one)."""
 
 

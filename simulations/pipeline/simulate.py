@@ -358,7 +358,7 @@ class PipelineSession:
                 )
                 self._broker_label = f"embedded amqtt at {self._url}"
             elif self.options.broker == MOSQUITTO:
-                from shuffledp.brokers.embedded import MosquittoBroker
+                from shuffledp.brokers.mosquitto import MosquittoBroker
 
                 self._mosquitto = MosquittoBroker(
                     access_dir=self._keys / "access" if self.options.auth else None
@@ -652,7 +652,7 @@ async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
 
 
 async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Child, str]:
-    from shuffledp.brokers.embedded import free_loopback_port
+    from shuffledp.brokers.ports import free_loopback_port
 
     last_error = ""
     for _attempt in range(3):  # the free port may be taken between probing and binding

@@ -21,7 +21,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from shuffledp.brokers.embedded import MosquittoBroker, write_mosquitto_config
+from shuffledp.brokers.mosquitto import MosquittoBroker, write_mosquitto_config
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.mqtt import (
