@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -56,6 +57,19 @@ _QUIET = logging.getLogger("shuffledp.mqtt")
 _QUIET.setLevel(logging.ERROR)
 #: Says when a connection is lost and re-established (``reconnect_timeout``).
 _RECONNECT_LOG = logging.getLogger("shuffledp.reconnect")
+
+
+_UNREACHABLE = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
+
+
+def _unreachable(cause: BaseException | None) -> str | None:
+    """Why no connection could be opened at all (nothing listens, no route, a name that does not
+    resolve), in lower case; None for any other failure (TLS, refused login, timeout)."""
+    if isinstance(cause, socket.gaierror) or (
+        isinstance(cause, OSError) and cause.errno in _UNREACHABLE
+    ):
+        return str(cause.strerror or cause).lower()
+    return None
 
 
 class MqttConnectionError(BrokerError):
@@ -356,6 +370,10 @@ class MqttTransport:
             where = f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} ({who})"
             # aiomqtt raises MqttError(str(error)) from None: the TLS error is the context.
             cause = exc.__cause__ or exc.__context__
+            unreachable = _unreachable(cause)
+            if unreachable is not None:
+                message = f"cannot reach the broker at {self.url}: {unreachable}"
+                raise MqttConnectionError(message) from exc
             if isinstance(cause, ssl.SSLCertVerificationError):
                 reason = cause.verify_message or cause.reason or "verification failed"
                 message = (

@@ -11,7 +11,7 @@ import argparse
 import math
 from collections.abc import Callable
 
-__all__ = ["integer", "non_negative", "positive", "real"]
+__all__ = ["integer", "non_negative", "positive", "probability", "real"]
 
 
 def _parse_int(text: str) -> int:
@@ -60,4 +60,12 @@ def non_negative(text: str) -> float:
     value = real(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def probability(text: str) -> float:
+    """A real number strictly between 0 and 1 (a target delta)."""
+    value = real(text)
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must be in (0, 1), got {text}")
     return value

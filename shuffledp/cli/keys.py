@@ -13,11 +13,20 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from shuffledp.cli.argtypes import integer
+from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_output_dir
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import public_key_to_bytes
-from shuffledp.security.access import DEFAULT_CLIENTS_PER_PROCESS, access_directory, init_access
+from shuffledp.security.access import (
+    DEFAULT_CLIENTS_PER_PROCESS,
+    MAX_CLIENT_PROCESSES,
+    access_directory,
+    init_access,
+)
 from shuffledp.security.keys import (
     ANALYZER_STAGE,
+    MAX_HOPS,
     fingerprint,
     init_key_directory,
     private_key_path,
@@ -39,48 +48,60 @@ DEFAULT_CLIENT_PROCESSES = 2
 
 def add_parser(subparsers: Any) -> None:
     """Register `keys` (with its required nested subcommand `init`) on ``subparsers``."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "keys",
         help="create and manage the key directory of a deployment",
         description="Key directory of a deployment: public.json (public keys of every hop and "
         "of the analyzer, for clients) and one private key file per stage (mode 0600).",
+        examples=[
+            "shuffledp keys init /tmp/shuffledp-keys",
+            "shuffledp keys init --help",
+        ],
     )
     keys_sub = p.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
-    init = keys_sub.add_parser(
+    init = add_command(
+        keys_sub,
         "init",
         help="create fresh keys for H hops and the analyzer",
         description="Create DIR (mode 0700) if missing and write fresh X25519 keys from the OS "
         "CSPRNG: hop-0.key .. hop-{H-1}.key and analyzer.key (mode 0600), then public.json "
-        "(mode 0644). Refuses if any of these files exists, unless --overwrite.",
+        "(mode 0644). Refuses if any of these files exists, unless --overwrite. Keep DIR "
+        "outside a source tree (keys/ is in the repository's .gitignore all the same).",
+        examples=[
+            "shuffledp keys init /tmp/shuffledp-keys",
+            "shuffledp keys init /tmp/shuffledp-keys --hops 5 --clients 4 --overwrite",
+            "shuffledp keys init /tmp/shuffledp-keys --tls --tls-host broker.example.org",
+        ],
     )
     init.add_argument("directory", metavar="DIR", help="key directory (created if missing)")
     init.add_argument(
         "--hops",
-        type=int,
+        type=integer(1, MAX_HOPS),
         default=DEFAULT_HOPS,
         metavar="H",
-        help=f"number of hops, 1..64 (default {DEFAULT_HOPS})",
+        help=f"number of hops, 1..{MAX_HOPS}",
     )
     init.add_argument(
         "--clients",
-        type=int,
+        type=integer(1, MAX_CLIENT_PROCESSES),
         default=DEFAULT_CLIENT_PROCESSES,
-        metavar="C",
-        help="client processes, each with its own broker account clients-0..clients-{C-1} "
-        f"(default {DEFAULT_CLIENT_PROCESSES})",
+        metavar="COUNT",
+        help="client processes, each with its own broker account clients-0..clients-{COUNT-1}",
     )
     init.add_argument(
         "--clients-per-process",
-        type=int,
+        type=integer(1),
         default=DEFAULT_CLIENTS_PER_PROCESS,
-        metavar="M",
+        metavar="COUNT",
         help="clients each client process may host: hop 0 accepts one report per enrolled "
-        f"client per round (default {DEFAULT_CLIENTS_PER_PROCESS:,})",
+        "client per round",
     )
     init.add_argument(
         "--prefix",
         default="shuffledp",
-        help="topic prefix the broker ACL is written for (default 'shuffledp')",
+        metavar="PREFIX",
+        help="topic prefix the broker ACL is written for",
     )
     init.add_argument(
         "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
@@ -96,9 +117,9 @@ def add_parser(subparsers: Any) -> None:
     init.add_argument(
         "--tls-host",
         action="append",
-        metavar="H",
+        metavar="HOST",
         help="a host name or IP address the broker certificate is valid for (repeat for "
-        f"several; default {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
+        f"several; default: {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
     )
     init.add_argument("--json", action="store_true", help="print one JSON object")
     init.set_defaults(func=run_init)
@@ -113,6 +134,7 @@ def run_init(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--tls-host needs --tls (it names the broker certificate's hosts)"
         )
+    check_output_dir("DIR", directory)
     if args.tls:  # checked before any key is written
         tls_names = tls_hosts(args.tls_host)
         check_tls_absent(directory, overwrite=args.overwrite)

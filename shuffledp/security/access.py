@@ -235,8 +235,8 @@ def init_access(
         raise AccessError(f"{root}: access directory must be a directory, it is not")
     if not overwrite and root.exists() and any(root.iterdir()):
         raise AccessError(
-            f"{root}: access directory already holds files (pass overwrite=True / --overwrite "
-            f"to replace the broker credentials)"
+            f"{root}: access directory already holds files (--overwrite replaces the "
+            f"broker credentials)"
         )
     root.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
     passwords = {
