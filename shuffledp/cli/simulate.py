@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from shuffledp.accountant.mechanism import N_MAX
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_input_file
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.security.keys import MAX_HOPS
 
@@ -186,9 +187,12 @@ def run(args: argparse.Namespace) -> int:
     region = None
     if args.region is not None or args.box is not None or args.grid is not None:
         region = region_from_options(args.region, args.box, args.grid)
+    spec = parse_dataset_spec(args.dataset)
+    if spec.path is not None and spec.path != "-":
+        check_input_file("--dataset", Path(spec.path))
     k = args.k
     if k is None:
-        k = parse_dataset_spec(args.dataset).fixed_k(region) or DEFAULT_K
+        k = spec.fixed_k(region) or DEFAULT_K
     hops = args.hops
     if hops is None:
         hops = 3 if args.keys is None else load_public_directory(args.keys).n_hops
@@ -263,7 +267,13 @@ class _ProgressDisplay:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if exc_type is not None and issubclass(exc_type, Exception):
+            # An error (not Ctrl-C, which keeps them): erase the bars (Progress.stop would add a blank line on a non-terminal): the
+            # error's one line is all that is left on the screen.
+            self._progress.live.transient = True
+            self._progress.live.stop()
+            return
         self._progress.__exit__(None, None, None)
 
     def update(self, counts: dict[str, dict[str, Any]], states: dict[str, dict[str, Any]]) -> None:

@@ -393,7 +393,13 @@ class _Progress:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if exc_type is not None and issubclass(exc_type, Exception):
+            # An error (not Ctrl-C, which keeps them): erase the bars (Progress.stop would add a blank line on a non-terminal): the
+            # error's one line is all that is left on the screen.
+            self._progress.live.transient = True
+            self._progress.live.stop()
+            return
         self._progress.__exit__(None, None, None)
 
     def round_started(self, round_id: int, n: int) -> None:

@@ -447,14 +447,19 @@ def test_lat_lon_files_cannot_form_a_stream(capsys: pytest.CaptureFixture[str]) 
         (["--epoch", "7x"], "--epoch must"),
         (["--budget", "1"], "--budget must be EPS,DELTA"),
         (["--region", "mars"], "unknown region"),
-        (["--min-users", "1"], "min_users must be >= 2"),
+        (["--min-users", "1"], "--min-users must be >= 2, got 1"),
+        (["--dataset", "/nonexistent/checkins.txt"], "/nonexistent/checkins.txt"),
     ],
 )
 def test_bad_options_are_one_line(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["stream", "--dataset", str(PARIS_SNAP), "--region", "paris", "--quiet"]
-    code = main([*base, *args])
+    try:
+        code = main([*base, *args])
+    except SystemExit as stop:  # argparse's usage errors (flags checked when parsed)
+        assert isinstance(stop.code, int)
+        code = stop.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err
 
