@@ -522,7 +522,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
         text = json.dumps(report, allow_nan=False)
-        if args.out is not None:
+        if args.out is not None:  # checked writable before the round (_check_paths)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text + "\n", encoding="utf-8")
         print(text, flush=True)
         return EXIT_REFUSED if "error" in report else 0

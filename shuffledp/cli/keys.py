@@ -56,7 +56,7 @@ def add_parser(subparsers: Any) -> None:
         "of the analyzer, for clients) and one private key file per stage (mode 0600).",
         examples=[
             "shuffledp keys init /tmp/shuffledp-keys",
-            "shuffledp keys init --help",
+            "shuffledp keys init /tmp/shuffledp-keys --hops 5 --tls",
         ],
     )
     keys_sub = p.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
