@@ -101,36 +101,36 @@ def parse_broker_address(url: str) -> BrokerAddress:
     """
     if not isinstance(url, str):
         raise InvalidParameterError(
-            f"broker URL must be a string mqtt[s]://host[:port], got {url!r}"
+            f"--broker URL must be a string mqtt[s]://host[:port], got {url!r}"
         )
     if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
-        raise InvalidParameterError(f"broker URL must not contain whitespace, got {url!r}")
+        raise InvalidParameterError(f"--broker URL must not contain whitespace, got {url!r}")
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in _SCHEME_PORTS:
         raise InvalidParameterError(
-            f"broker URL must start with mqtt:// or mqtts:// (form mqtt://host[:port], or "
+            f"--broker URL must start with mqtt:// or mqtts:// (form mqtt://host[:port], or "
             f"mqtts://host[:port] for TLS), got {url!r}"
         )
     tls = scheme.lower() == "mqtts"
     netloc, _, tail = _split_netloc(rest)
     if tail:
         raise InvalidParameterError(
-            f"broker URL must have no path, query or fragment (form mqtt[s]://host[:port]), "
+            f"--broker URL must have no path, query or fragment (form mqtt[s]://host[:port]), "
             f"got {url!r}"
         )
     if "@" in netloc:
         raise InvalidParameterError(
-            f"broker URL must not contain user credentials (form mqtt[s]://host[:port]), "
+            f"--broker URL must not contain user credentials (form mqtt[s]://host[:port]), "
             f"got {url!r}"
         )
     host, port_text = _split_host_port(netloc)
     if not host:
         raise InvalidParameterError(
-            f"broker URL must name a host (form mqtt[s]://host[:port]), got {url!r}"
+            f"--broker URL must name a host (form mqtt[s]://host[:port]), got {url!r}"
         )
     if not _HOST_RE.fullmatch(host):
         raise InvalidParameterError(
-            f"broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
+            f"--broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
         )
     if port_text is None:
         port = _SCHEME_PORTS[scheme.lower()]
@@ -138,7 +138,7 @@ def parse_broker_address(url: str) -> BrokerAddress:
         port = int(port_text)
     else:
         raise InvalidParameterError(
-            f"broker URL port must be an integer in 1..65535, got {port_text!r} in {url!r}"
+            f"--broker URL port must be an integer in 1..65535, got {port_text!r} in {url!r}"
         )
     if host.startswith("["):
         host = host[1:-1]
@@ -146,7 +146,7 @@ def parse_broker_address(url: str) -> BrokerAddress:
             socket.inet_pton(socket.AF_INET6, host)
         except OSError:
             raise InvalidParameterError(
-                f"broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
+                f"--broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
             ) from None
     return BrokerAddress(host=host, port=port, tls=tls)
 

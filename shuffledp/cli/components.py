@@ -46,7 +46,7 @@ from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
-from shuffledp.protocol.mqtt import MqttTransport
+from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import NotReadyError
 from shuffledp.protocol.topics import status_topic
@@ -421,6 +421,11 @@ def _check_paths(args: argparse.Namespace) -> None:
     """The files named on the command line, before any key is loaded or broker contacted."""
     if args.tls_ca is not None:
         check_input_file("--tls-ca", args.tls_ca)
+        if not parse_broker_address(args.broker).tls:
+            raise InvalidParameterError(
+                f"--tls-ca needs an mqtts:// broker (--broker mqtts://HOST[:PORT]), got --broker "
+                f"{args.broker!r}"
+            )
     if getattr(args, "state_dir", None) is not None:
         check_output_dir("--state-dir", args.state_dir)
     if getattr(args, "out", None) is not None:
@@ -561,12 +566,9 @@ def _run_clients(args: argparse.Namespace) -> int:
         ready_timeout=args.ready_timeout,
     )
 
+    process = None if args.no_auth else _client_process_index(args.name)
     username, password = _credentials(args, args.name)
-    credentials = (
-        None
-        if args.no_auth
-        else load_process_credentials(args.keys, _client_process_index(args.name))
-    )
+    credentials = None if process is None else load_process_credentials(args.keys, process)
 
     async def main() -> int:
         async with MqttTransport(

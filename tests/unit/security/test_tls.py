@@ -403,7 +403,10 @@ def test_component_with_tls_ca_and_a_plain_url_fails_in_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "tls_ca given, but broker URL 'mqtt://127.0.0.1:1' is plain mqtt://" in err
+    assert err == (
+        "shuffledp analyzer: error: --tls-ca needs an mqtts:// broker (--broker "
+        "mqtts://HOST[:PORT]), got --broker 'mqtt://127.0.0.1:1'\n"
+    )
 
 
 # -- Mosquitto with a TLS listener -------------------------------------------------------------

@@ -136,10 +136,10 @@ def test_budget_parsing() -> None:
         ("3", "EPS,DELTA"),
         ("3,1e-5,2", "EPS,DELTA"),
         ("x,1e-5", "not a number"),
-        ("0,1e-5", "budget eps must be > 0"),
+        ("0,1e-5", "--budget EPS must be > 0"),
         ("inf,1e-5", "must be finite"),
-        ("3,0", r"budget delta must be in \(0, 1\)"),
-        ("3,1", r"budget delta must be in \(0, 1\)"),
+        ("3,0", r"--budget DELTA must be in \(0, 1\)"),
+        ("3,1", r"--budget DELTA must be in \(0, 1\)"),
     ]:
         with pytest.raises(InvalidParameterError, match=message):
             parse_budget(text)
