@@ -275,6 +275,26 @@ def _add_clients(subparsers: Any) -> None:
     clients.add_argument(
         "--name", default="clients-0", metavar="NAME", help="this process's stage name"
     )
+    _add_simulation_only(clients)
+    clients.add_argument(
+        "--max-in-flight",
+        type=integer(1, 65535),
+        default=128,
+        metavar="COUNT",
+        help="publishes awaiting acknowledgement",
+    )
+    clients.add_argument(
+        "--ready-timeout",
+        type=positive,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds to wait for hop 0",
+    )
+    clients.set_defaults(func=_run_clients)
+
+
+def _add_simulation_only(clients: argparse.ArgumentParser) -> None:
+    """Options of `clients` for simulations: a seed, a rate, hostile messages."""
     clients.add_argument(
         "--seed", type=integer(0), metavar="SEED", help="seeded k-RR (simulations only)"
     )
@@ -294,21 +314,6 @@ def _add_clients(subparsers: Any) -> None:
         "corrupted, second reports, another round's reports) before this process's last report; "
         "each must be rejected by hop 0 under its known reason (needs client authentication)",
     )
-    clients.add_argument(
-        "--max-in-flight",
-        type=integer(1, 65535),
-        default=128,
-        metavar="COUNT",
-        help="publishes awaiting acknowledgement",
-    )
-    clients.add_argument(
-        "--ready-timeout",
-        type=positive,
-        default=60.0,
-        metavar="SECONDS",
-        help="seconds to wait for hop 0",
-    )
-    clients.set_defaults(func=_run_clients)
 
 
 def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:

@@ -64,6 +64,27 @@ def add_parser(subparsers: Any) -> None:
         help="make every repetition reproducible (independent streams derived from it with "
         "numpy's SeedSequence); default: the OS CSPRNG",
     )
+    _add_where_arguments(p)
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="folder where experiments on real check-ins look for their files",
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        metavar="FILE",
+        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
+        "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
+        "the region; or lat,lon CSV: one per row)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_where_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the repetitions run: this machine's cores, the real pipeline, or a Dask cluster."""
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--pipeline",
@@ -85,22 +106,6 @@ def add_parser(subparsers: Any) -> None:
         metavar="COUNT",
         help="local worker processes (default: the number of cores)",
     )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        metavar="DIR",
-        help="folder where experiments on real check-ins look for their files",
-    )
-    p.add_argument(
-        "--dataset",
-        type=Path,
-        metavar="FILE",
-        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
-        "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
-        "the region; or lat,lon CSV: one per row)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
-    p.set_defaults(func=run)
 
 
 def _error(message: str, code: int) -> int:

@@ -10,6 +10,7 @@ import argparse
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from shuffledp.security.access import (
 from shuffledp.security.keys import (
     ANALYZER_STAGE,
     MAX_HOPS,
+    PublicDirectory,
     fingerprint,
     init_key_directory,
     private_key_path,
@@ -60,6 +62,10 @@ def add_parser(subparsers: Any) -> None:
         ],
     )
     keys_sub = p.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
+    _add_init(keys_sub)
+
+
+def _add_init(keys_sub: Any) -> None:
     init = add_command(
         keys_sub,
         "init",
@@ -125,6 +131,26 @@ def add_parser(subparsers: Any) -> None:
     init.set_defaults(func=run_init)
 
 
+@dataclass(frozen=True)
+class _Made:
+    """What `keys init` wrote, for its summary."""
+
+    directory: Path
+    published: PublicDirectory
+    accounts: list[str]
+    prefix: str
+    tls: TlsFiles | None
+    tls_config: Path | None
+
+    @property
+    def access(self) -> Path:
+        return access_directory(self.directory)
+
+    def private_paths(self) -> list[tuple[str, Path]]:
+        stages = stage_names(self.published.n_hops)
+        return [(stage, private_key_path(self.directory, stage)) for stage in stages]
+
+
 def run_init(args: argparse.Namespace) -> int:
     """Initialize the directory and print a summary; errors propagate (KeyDirectoryError /
     InvalidParameterError) for main() to report as one stderr line with exit code 2."""
@@ -147,7 +173,6 @@ def run_init(args: argparse.Namespace) -> int:
         prefix=args.prefix,
         overwrite=args.overwrite,
     )
-    access = access_directory(directory)
     tls = (
         None
         if tls_names is None
@@ -156,57 +181,63 @@ def run_init(args: argparse.Namespace) -> int:
     tls_config = (
         None if tls is None else write_mosquitto_tls_config(directory, overwrite=args.overwrite)
     )
-    stages = stage_names(published.n_hops)
-    public_path = public_file_path(directory)
-    private_paths = [private_key_path(directory, stage) for stage in stages]
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "directory": str(directory),
-                    "n_hops": published.n_hops,
-                    "public": str(public_path),
-                    "private": [str(path) for path in private_paths],
-                    "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
-                    "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
-                    "access": str(access),
-                    "broker_identities": list(accounts),
-                    "prefix": args.prefix,
-                    **({} if tls is None else {"tls": _tls_summary(tls, tls_config)}),
-                }
-            )
-        )
-        return 0
+    made = _Made(directory, published, list(accounts), args.prefix, tls, tls_config)
+    print(json.dumps(_summary(made)) if args.json else "\n".join(_table(made)))
+    return 0
+
+
+def _summary(made: _Made) -> dict[str, Any]:
+    """The --json summary: paths, public keys and identities, never private material."""
+    published = made.published
+    summary: dict[str, Any] = {
+        "directory": str(made.directory),
+        "n_hops": published.n_hops,
+        "public": str(public_file_path(made.directory)),
+        "private": [str(path) for _, path in made.private_paths()],
+        "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
+        "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
+        "access": str(made.access),
+        "broker_identities": made.accounts,
+        "prefix": made.prefix,
+    }
+    if made.tls is not None:
+        summary["tls"] = _tls_summary(made.tls, made.tls_config)
+    return summary
+
+
+def _table(made: _Made) -> list[str]:
+    """The text summary: each file with its mode and what it is for."""
+    public_path = public_file_path(made.directory)
     rows = [(public_path.name, _mode(public_path), "public keys: give to clients and hops")]
-    for stage, path in zip(stages, private_paths, strict=True):
+    for stage, path in made.private_paths():
         owner = "the analyzer" if stage == ANALYZER_STAGE else stage.replace("-", " ")
-        key = published.stage_key(stage)
+        key = made.published.stage_key(stage)
         rows.append((path.name, _mode(path), f"private key of {owner}, public {fingerprint(key)}"))
     width = max(len(name) for name, _, _ in rows)
-    print(f"key directory {directory}: {published.n_hops} hops")
-    for name, mode, what in rows:
-        print(f"  {name.ljust(width)}  {mode}  {what}")
-    print("each .key file belongs on its stage's machine only; public.json may be shared")
-    print(
-        f"broker accounts in {access} for prefix {args.prefix!r}: {', '.join(accounts)}; "
-        "each <identity>.password belongs on that component's machine only; passwd and acl "
-        f"are the broker's (mosquitto -c {access / 'mosquitto.conf'}, or shuffledp broker "
-        f"--keys {directory})"
+    lines = [f"key directory {made.directory}: {made.published.n_hops} hops"]
+    lines += [f"  {name.ljust(width)}  {mode}  {what}" for name, mode, what in rows]
+    lines.append("each .key file belongs on its stage's machine only; public.json may be shared")
+    lines.append(
+        f"broker accounts in {made.access} for prefix {made.prefix!r}: "
+        f"{', '.join(made.accounts)}; each <identity>.password belongs on that component's "
+        f"machine only; passwd and acl are the broker's (mosquitto -c "
+        f"{made.access / 'mosquitto.conf'}, or shuffledp broker --keys {made.directory})"
     )
+    tls = made.tls
     if tls is not None:
-        print(f"TLS files in {tls.ca_cert.parent}:")
+        lines.append(f"TLS files in {tls.ca_cert.parent}:")
         for path, what in (
             (tls.ca_cert, f"CA certificate, SHA-256 {tls.ca_fingerprint}: give to everyone"),
             (tls.ca_key, "CA private key: keep it offline"),
             (tls.server_cert, f"broker certificate for {', '.join(tls.hosts)}"),
             (tls.server_key, "broker private key: the broker's machine only"),
         ):
-            print(f"  {path.name.ljust(10)}  {_mode(path)}  {what}")
-        print(
-            f"broker over TLS: mosquitto -c {tls_config} (port 8883); components: --broker "
+            lines.append(f"  {path.name.ljust(10)}  {_mode(path)}  {what}")
+        lines.append(
+            f"broker over TLS: mosquitto -c {made.tls_config} (port 8883); components: --broker "
             f"mqtts://HOST:8883 --tls-ca {tls.ca_cert}"
         )
-    return 0
+    return lines
 
 
 def _tls_summary(tls: TlsFiles, config: Path | None) -> dict[str, Any]:

@@ -43,6 +43,17 @@ def add_parser(subparsers: Any) -> None:
             "shuffledp simulate --broker mosquitto --chaos --n 1000",
         ],
     )
+    _add_round_arguments(p.add_argument_group("the round"))
+    _add_data_arguments(p.add_argument_group("the data"))
+    _add_broker_arguments(p.add_argument_group("broker and keys"))
+    output = p.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    output.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
+    """n, k, eps0, hops, the target, the round id, seeds, sizes and times."""
     p.add_argument(
         "--n",
         type=integer(2, N_MAX),
@@ -64,71 +75,6 @@ def add_parser(subparsers: Any) -> None:
         type=integer(1, MAX_HOPS),
         metavar="H",
         help="shuffler hops (default: 3, or the hops of --keys DIR)",
-    )
-    p.add_argument(
-        "--dataset",
-        default="synthetic",
-        metavar="SPEC",
-        help="synthetic or normal (default: N(0, 2), variance 2, in k bins over +-3 sd), "
-        "uniform, zipf or zipf:S (P(j) proportional to 1/(j+1)^S, default S 1.1), "
-        "histogram:C0,C1,... (exactly these counts, randomly ordered), probabilities:P0,P1,... "
-        "(n draws), gowalla:PATH (check-ins: SNAP user<TAB>time<TAB>lat<TAB>lon<TAB>location "
-        "or lat,lon CSV, plain or .gz, - for stdin; needs --region or --box/--grid). "
-        f"{_RULE_HELP}",
-    )
-    p.add_argument(
-        "--region",
-        metavar="NAME",
-        help="gowalla region: sf (24 x 17 cells) or paris (16 x 12), or the name of a --box",
-    )
-    p.add_argument(
-        "--box",
-        metavar="LAT_MIN,LAT_MAX,LON_MIN,LON_MAX",
-        help="a custom region (bounds inclusive; needs --grid)",
-    )
-    p.add_argument(
-        "--grid",
-        metavar="COLUMNSxROWS",
-        help="cells of the region: longitude steps x latitude steps, e.g. 24x17 (cell = row * "
-        "columns + column, row 0 in the south, column 0 in the west)",
-    )
-    p.add_argument(
-        "--broker",
-        metavar="URL",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883, or 'mosquitto' to start a "
-        "Mosquitto (installed) on a free loopback port with this run's accounts and ACLs "
-        "(default: start the embedded amqtt broker)",
-    )
-    p.add_argument(
-        "--no-auth",
-        action="store_true",
-        help="connect anonymously (an open broker); by default every component logs in with "
-        "its own fresh account and the embedded broker enforces accounts and topic ACLs",
-    )
-    p.add_argument(
-        "--tls-ca",
-        type=Path,
-        metavar="FILE",
-        help="with --broker mqtts://HOST[:PORT]: every component verifies the broker against "
-        "the CA certificates (PEM) in FILE, e.g. DIR/tls/ca.pem of `shuffledp keys init --tls` "
-        "(default: the system's trust store)",
-    )
-    p.add_argument(
-        "--chaos",
-        action="store_true",
-        help="fault injection: the client processes also send 10%% of n hostile messages "
-        "(truncated, replayed, corrupted, second reports, another round's reports), and hop 0 "
-        "is killed with SIGKILL mid-round and restarted (it resumes from its journal); the "
-        "report's 'chaos' section compares hop 0's rejections with what was injected. Needs a "
-        "broker that keeps sessions: --broker mosquitto",
-    )
-    p.add_argument(
-        "--keys",
-        type=Path,
-        metavar="DIR",
-        help="use this key directory (`shuffledp keys init`: its hops, broker accounts, topic "
-        "prefix and client enrolment; e.g. for a Mosquitto started with DIR/access/"
-        "mosquitto.conf) instead of fresh keys in a temporary folder",
     )
     p.add_argument(
         "--round",
@@ -173,9 +119,79 @@ def add_parser(subparsers: Any) -> None:
         metavar="SECONDS",
         help="stop the whole run after this many seconds (default: from --deadline and --hops)",
     )
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
-    p.set_defaults(func=run)
+
+
+def _add_data_arguments(p: argparse._ArgumentGroup) -> None:
+    """What the clients hold: a generator, a histogram, or check-ins in a region."""
+    p.add_argument(
+        "--dataset",
+        default="synthetic",
+        metavar="SPEC",
+        help="synthetic or normal (default: N(0, 2), variance 2, in k bins over +-3 sd), "
+        "uniform, zipf or zipf:S (P(j) proportional to 1/(j+1)^S, default S 1.1), "
+        "histogram:C0,C1,... (exactly these counts, randomly ordered), probabilities:P0,P1,... "
+        "(n draws), gowalla:PATH (check-ins: SNAP user<TAB>time<TAB>lat<TAB>lon<TAB>location "
+        "or lat,lon CSV, plain or .gz, - for stdin; needs --region or --box/--grid). "
+        f"{_RULE_HELP}",
+    )
+    p.add_argument(
+        "--region",
+        metavar="NAME",
+        help="gowalla region: sf (24 x 17 cells) or paris (16 x 12), or the name of a --box",
+    )
+    p.add_argument(
+        "--box",
+        metavar="LAT_MIN,LAT_MAX,LON_MIN,LON_MAX",
+        help="a custom region (bounds inclusive; needs --grid)",
+    )
+    p.add_argument(
+        "--grid",
+        metavar="COLUMNSxROWS",
+        help="cells of the region: longitude steps x latitude steps, e.g. 24x17 (cell = row * "
+        "columns + column, row 0 in the south, column 0 in the west)",
+    )
+
+
+def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
+    """Where the components meet and how they log in."""
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="external broker URL, e.g. mqtt://127.0.0.1:1883, or 'mosquitto' to start a "
+        "Mosquitto (installed) on a free loopback port with this run's accounts and ACLs "
+        "(default: start the embedded amqtt broker)",
+    )
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="connect anonymously (an open broker); by default every component logs in with "
+        "its own fresh account and the embedded broker enforces accounts and topic ACLs",
+    )
+    p.add_argument(
+        "--tls-ca",
+        type=Path,
+        metavar="FILE",
+        help="with --broker mqtts://HOST[:PORT]: every component verifies the broker against "
+        "the CA certificates (PEM) in FILE, e.g. DIR/tls/ca.pem of `shuffledp keys init --tls` "
+        "(default: the system's trust store)",
+    )
+    p.add_argument(
+        "--chaos",
+        action="store_true",
+        help="fault injection: the client processes also send 10%% of n hostile messages "
+        "(truncated, replayed, corrupted, second reports, another round's reports), and hop 0 "
+        "is killed with SIGKILL mid-round and restarted (it resumes from its journal); the "
+        "report's 'chaos' section compares hop 0's rejections with what was injected. Needs a "
+        "broker that keeps sessions: --broker mosquitto",
+    )
+    p.add_argument(
+        "--keys",
+        type=Path,
+        metavar="DIR",
+        help="use this key directory (`shuffledp keys init`: its hops, broker accounts, topic "
+        "prefix and client enrolment; e.g. for a Mosquitto started with DIR/access/"
+        "mosquitto.conf) instead of fresh keys in a temporary folder",
+    )
 
 
 def run(args: argparse.Namespace) -> int:

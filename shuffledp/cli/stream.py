@@ -44,6 +44,17 @@ def add_parser(subparsers: Any) -> None:
             "--grid 16x12 --epoch 1d --max-epochs 10",
         ],
     )
+    _add_input_arguments(p.add_argument_group("input and region"))
+    _add_privacy_arguments(p.add_argument_group("privacy"))
+    _add_pipeline_arguments(p.add_argument_group("pipeline"))
+    output = p.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="one JSON object per line")
+    output.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_input_arguments(p: argparse._ArgumentGroup) -> None:
+    """The check-ins, the region they are counted in, the epochs they are cut into."""
     p.add_argument(
         "--dataset",
         required=True,
@@ -59,6 +70,10 @@ def add_parser(subparsers: Any) -> None:
         "--grid", metavar="COLUMNSxROWS", help="cells of --box, longitude steps first (e.g. 16x12)"
     )
     p.add_argument("--epoch", default="7d", metavar="LENGTH", help="epoch length: N and h, d or w")
+
+
+def _add_privacy_arguments(p: argparse._ArgumentGroup) -> None:
+    """Each round's guarantee, each user's budget, the composition grid."""
     p.add_argument("--eps0", type=positive, default=4.0, metavar="EPS0", help="local k-RR epsilon")
     p.add_argument(
         "--budget",
@@ -68,20 +83,6 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--delta", type=probability, default=1e-6, metavar="DELTA", help="each round's target delta"
-    )
-    p.add_argument(
-        "--broker",
-        metavar="URL",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
-    )
-    p.add_argument(
-        "--hops", type=integer(1, MAX_HOPS), default=3, metavar="H", help="shuffler hops"
-    )
-    p.add_argument(
-        "--seed",
-        type=integer(0),
-        metavar="SEED",
-        help="seed every generator (reproducible; default: OS CSPRNG)",
     )
     p.add_argument(
         "--max-epochs",
@@ -103,9 +104,24 @@ def add_parser(subparsers: Any) -> None:
         help="privacy-loss grid of the per-user composition (default: 1e-3; 1e-2 is ~6x faster "
         "and uses ~10x less memory, and overstates eps by more)",
     )
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
-    p.set_defaults(func=run)
+
+
+def _add_pipeline_arguments(p: argparse._ArgumentGroup) -> None:
+    """The pipeline each epoch's round runs through."""
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
+    )
+    p.add_argument(
+        "--hops", type=integer(1, MAX_HOPS), default=3, metavar="H", help="shuffler hops"
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0),
+        metavar="SEED",
+        help="seed every generator (reproducible; default: OS CSPRNG)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
