@@ -3,9 +3,10 @@
 ``shuffledp stream --dataset PATH|- --region paris --epoch 7d [--budget EPS,DELTA] [--json]``
 prints one line per epoch as soon as its round is over (with ``--json``: one JSON object per
 epoch and a final ``"type": "summary"`` object, one per line) and a summary at the end. Errors
-are one line on stderr: exit 2 for bad options, 1 when the input cannot form a stream or the
-pipeline cannot start; 1 also when the stream completed but some epoch's round failed (the
-summary says which).
+are one line on stderr: exit 2 for bad options or an input that is missing, unreadable or
+malformed; 1 when the input cannot form a stream or the pipeline cannot start (an unreachable
+broker included); 1 also when the stream completed but some epoch's round failed (the summary
+says which).
 """
 
 from __future__ import annotations
