@@ -212,7 +212,7 @@ def single_bin_dataset(n: int, k: int, nx0: int) -> AuditDataset:
     """The seed paper's setting: nx0 others hold x0, the rest x2 = 2 (x1 = 1 when k = 2)."""
     require_int("n", n, 2)
     require_int("k", k, 2, MAX_K)
-    require_int("nx0", nx0, 0, n - 1, bound="[0, n - 1]")
+    require_int("--nx0", nx0, 0, n - 1, bound="[0, n - 1]")
     rest_value = X2 if k >= 3 else X1
     others = [0] * k
     others[X0] = nx0
@@ -692,7 +692,7 @@ def run_audit(
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     require_int("k", k, 2, MAX_K)
     eps = require_eps(eps)
-    require_int("trials", trials, 20, MAX_TRIALS)
+    require_int("--trials", trials, 20, MAX_TRIALS)
     alpha = require_finite("alpha", alpha)
     if not 0.0 < alpha < 1.0:
         raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}")

@@ -153,8 +153,8 @@ class SimulationOptions:
         if self.tls_ca is not None:
             if self.broker in (None, MOSQUITTO) or not parse_broker_address(self.broker).tls:
                 raise InvalidParameterError(
-                    f"tls_ca (--tls-ca {self.tls_ca}) needs an mqtts:// broker (--broker "
-                    f"mqtts://HOST[:PORT]), got broker {self.broker!r}"
+                    f"--tls-ca {self.tls_ca} needs an mqtts:// broker (--broker "
+                    f"mqtts://HOST[:PORT]), got --broker {self.broker!r}"
                 )
             from shuffledp.security.tls import client_tls_context
 
@@ -164,7 +164,7 @@ class SimulationOptions:
         require_int("client_processes", self.client_processes, 1, 64)
         if self.n is not None and self.client_processes > self.n:
             raise InvalidParameterError(
-                f"client_processes must be <= n = {self.n}, got {self.client_processes}"
+                f"--client-processes must be <= --n = {self.n}, got {self.client_processes}"
             )
         require_delta(self.target_delta)
         if self.eps is not None:
@@ -173,7 +173,7 @@ class SimulationOptions:
             if self.n is None:
                 require_int("min_batch", self.min_batch, 1)
             else:
-                require_int("min_batch", self.min_batch, 1, self.n, bound="[1, n]")
+                require_int("--min-batch", self.min_batch, 1, self.n, bound="[1, --n]")
         if self.deadline is not None:
             require_positive("deadline", self.deadline)
         if self.timeout is not None:
@@ -195,7 +195,7 @@ class SimulationOptions:
         published = load_public_directory(self.keys)
         if published.n_hops != self.hops:
             raise InvalidParameterError(
-                f"hops must be the key directory's {published.n_hops} ({self.keys}), got "
+                f"--hops must be the key directory's {published.n_hops} ({self.keys}), got "
                 f"{self.hops}"
             )
         if not self.auth:
@@ -204,7 +204,7 @@ class SimulationOptions:
         roster = access.roster
         if self.client_processes > roster.client_processes:
             raise InvalidParameterError(
-                f"client_processes must be <= the {roster.client_processes} client accounts of "
+                f"--client-processes must be <= the {roster.client_processes} client accounts of "
                 f"{self.keys}, got {self.client_processes}"
             )
         if self.n is not None:
@@ -369,7 +369,7 @@ class PipelineSession:
                 )
                 self._broker_label = f"embedded amqtt at {self._url}"
             elif self.options.broker == MOSQUITTO:
-                from shuffledp.brokers.embedded import MosquittoBroker
+                from shuffledp.brokers.mosquitto import MosquittoBroker
 
                 self._mosquitto = MosquittoBroker(
                     access_dir=self._keys / "access" if self.options.auth else None
@@ -672,7 +672,7 @@ async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
 
 
 async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Child, str]:
-    from shuffledp.brokers.embedded import free_loopback_port
+    from shuffledp.brokers.ports import free_loopback_port
 
     last_error = ""
     for _attempt in range(3):  # the free port may be taken between probing and binding

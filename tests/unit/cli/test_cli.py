@@ -311,25 +311,28 @@ def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixtur
 BASE = ["--n", "10", "--k", "3", "--eps0", "1"]
 
 BAD_INPUT = [
-    (["--n", "1", "--k", "3", "--eps0", "1", "--eps", "0.1"], "n must be >= 2"),
-    (["--n", "10", "--k", "1", "--eps0", "1", "--eps", "0.1"], "k must be >= 2"),
-    (["--n", "10", "--k", "3", "--eps0", "0", "--eps", "0.1"], "eps0 must be > 0"),
-    (["--n", "10", "--k", "3", "--eps0", "nan", "--eps", "0.1"], "eps0 must be finite"),
-    (["--n", "10", "--k", "3", "--eps0", "inf", "--eps", "0.1"], "eps0 must be finite"),
-    ([*BASE, "--eps", "-1"], "eps must be >= 0"),
-    ([*BASE, "--eps", "nan"], "eps must be finite"),
-    ([*BASE, "--delta", "0"], "delta must be in (0, 1)"),
-    ([*BASE, "--delta", "1.5"], "delta must be in (0, 1)"),
+    (["--n", "1", "--k", "3", "--eps0", "1", "--eps", "0.1"], "--n must be >= 2, got 1"),
+    (["--n", "10", "--k", "1", "--eps0", "1", "--eps", "0.1"], "--k must be >= 2, got 1"),
+    (["--n", "10", "--k", "3", "--eps0", "0", "--eps", "0.1"], "--eps0 must be > 0, got 0"),
+    (["--n", "10", "--k", "3", "--eps0", "nan", "--eps", "0.1"], "--eps0 must be finite, got nan"),
+    (["--n", "10", "--k", "3", "--eps0", "inf", "--eps", "0.1"], "--eps0 must be finite, got inf"),
+    ([*BASE, "--eps", "-1"], "--eps must be >= 0, got -1"),
+    ([*BASE, "--eps", "nan"], "--eps must be finite"),
+    ([*BASE, "--delta", "0"], "--delta must be in (0, 1), got 0"),
+    ([*BASE, "--delta", "1.5"], "--delta must be in (0, 1), got 1.5"),
     ([*BASE, "--eps", "0.1", "--bound", "no-such-bound"], "invalid choice: 'no-such-bound'"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin"], "needs nx0"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "10"], "nx0 must be in [0, n-1]"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "got -1"),
+    ([*BASE, "--eps", "0.1", "--bound", "single-bin"], "needs nx0 (--nx0 M)"),
+    (
+        [*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "10"],
+        "--nx0 must be in [0, n-1] = [0, 9], got 10",
+    ),
+    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "--nx0 must be >= 0, got -1"),
     ([*BASE, "--eps", "0.1", "--delta", "0.01"], "not allowed with argument"),
-    ([*BASE, "--eps", "0.1", "--rounds", "0"], "rounds must be an integer >= 1"),
+    ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be >= 1, got 0"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
         ["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"],
-        "argument --n: must be an integer (e.g. 1000 or 1e6), got '2.5'",
+        "--n must be an integer (e.g. 1000 or 1e6), got '2.5'",
     ),
 ]
 
@@ -375,7 +378,7 @@ def test_subprocess_bad_input_exit_2() -> None:
     proc = _subprocess(account(10, 3, "1", "--delta", "1.5"))
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr == "shuffledp account: error: delta must be in (0, 1), got 1.5\n"
+    assert proc.stderr == "shuffledp account: error: --delta must be in (0, 1), got 1.5\n"
 
 
 def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:

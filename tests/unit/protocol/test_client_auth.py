@@ -24,7 +24,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
-from shuffledp.brokers.embedded import MosquittoBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.errors import InvalidParameterError

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.brokers.embedded import EmbeddedBroker, MosquittoBroker
+from shuffledp.brokers.embedded import EmbeddedBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.security.access import (
     access_rules,
