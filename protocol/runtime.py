@@ -131,18 +131,23 @@ class Inbox:
 
     Use as ``async with Inbox(transport) as inbox:``; ``await inbox.get(timeout)`` returns the
     next message, or None if none came within ``timeout`` seconds. If the transport fails
-    (connection lost), ``get`` raises its error.
+    (connection lost), ``get`` raises its error. ``group``: start the pump as a task of this
+    TaskGroup (a :class:`~shuffledp.protocol.stage.Stage` does) rather than a free task.
     """
 
-    def __init__(self, transport: Transport, *, name: str = "inbox") -> None:
+    def __init__(
+        self, transport: Transport, *, name: str = "inbox", group: asyncio.TaskGroup | None = None
+    ) -> None:
         self._transport = transport
+        self._group = group
         self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._name = name
         self._failure: BaseException | None = None
 
     async def __aenter__(self) -> Inbox:
-        self._task = asyncio.create_task(self._pump(), name=self._name)
+        spawn = asyncio.create_task if self._group is None else self._group.create_task
+        self._task = spawn(self._pump(), name=self._name)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:
