@@ -207,19 +207,7 @@ async def _run_analyzer(
             mapper=mapper,
             ingress=analyzer_topic(settings.prefix, settings.round_id),
         )
-        if journal is not None:
-            await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=mapper)
-        await stage.subscribe(intake.ingress)
-        started = await stage.announce_ready()
-        clock = CollectClock(
-            stage_index=settings.n_hops,
-            deadline=settings.deadline,
-            ready_at=started,
-            first_arrival=started if assembler.frames_received else None,  # resumed
-        )
-        timed_out = await stage.collect(intake, clock)
-        collect_seconds = time.monotonic() - started
-        await stage.progress(**intake.counts())
+        timed_out, collect_seconds = await _collect(stage, intake)
         stages, rejected = _stages(intake, timed_out, collect_seconds)
         report = _report(
             settings,
@@ -232,15 +220,7 @@ async def _run_analyzer(
             true_histogram=true_histogram,
             baseline_rng=baseline_rng,
         )
-        await transport.publish(
-            report_topic(settings.prefix, settings.round_id),
-            json.dumps(report, allow_nan=False).encode(),
-            retain=True,
-        )
-        if journal is not None:
-            await asyncio.to_thread(journal.remove)  # published: nothing left to recover
-        state = "refused" if (assembler.log or {}).get("aborted") else "done"
-        await stage.announce(state, received=analyzer.n_received)
+        await _publish(stage, intake, report)
     logger.info(
         "analyzer round %d: received %d of %d expected, rejected %s",
         settings.round_id,
@@ -249,6 +229,41 @@ async def _run_analyzer(
         rejected,
     )
     return report
+
+
+async def _collect(stage: Stage, intake: _AnalyzerIntake) -> tuple[bool, float]:
+    """Replay the journal (if any), announce ready and collect (Stage.collect) until the last
+    hop's batch is complete or the deadline: (whether the deadline closed it, seconds from
+    ready)."""
+    analyzer, assembler, journal = intake.analyzer, intake.assembler, intake.journal
+    if journal is not None:
+        await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=intake.mapper)
+    await stage.subscribe(intake.ingress)
+    started = await stage.announce_ready()
+    clock = CollectClock(
+        stage_index=intake.settings.n_hops,
+        deadline=intake.settings.deadline,
+        ready_at=started,
+        first_arrival=started if assembler.frames_received else None,  # resumed
+    )
+    timed_out = await stage.collect(intake, clock)
+    collect_seconds = time.monotonic() - started
+    await stage.progress(**intake.counts())
+    return timed_out, collect_seconds
+
+
+async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]) -> None:
+    """The report on the report topic (retained), the journal removed, then ``done`` (or
+    ``refused``)."""
+    await stage.transport.publish(
+        report_topic(stage.prefix, stage.round_id),
+        json.dumps(report, allow_nan=False).encode(),
+        retain=True,
+    )
+    if intake.journal is not None:
+        await asyncio.to_thread(intake.journal.remove)  # published: nothing left to recover
+    state = "refused" if (intake.assembler.log or {}).get("aborted") else "done"
+    await stage.announce(state, received=intake.analyzer.n_received)
 
 
 def _stages(

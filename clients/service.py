@@ -202,9 +202,9 @@ async def run_clients(
     ``wrap(publisher, sealer)`` instead of the plain publisher; its ``summary()`` is added to
     the result.
 
-    Raises NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout``
-    seconds (then nothing was sent), InvalidParameterError for a value outside [0, k) (checked
-    for all values before anything is sent) or a bad rate."""
+    NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout`` seconds
+    (nothing sent then), InvalidParameterError for a value outside [0, k) (all checked before
+    anything is sent) or a bad rate."""
     data = check_values(values, settings.k)
     if rate is not None:
         require_positive("rate", rate)
@@ -215,7 +215,7 @@ async def run_clients(
         rng=rng if rng is not None else SystemRandom(),
         credentials=credentials,
     )
-    name = settings.name
+    name, ingress = settings.name, ingress_topic(settings.prefix, settings.round_id, 0)
     async with Stage(
         transport,
         prefix=settings.prefix,
@@ -230,11 +230,7 @@ async def run_clients(
         await stage.announce("working")
         started = time.monotonic()
         plain = ReportPublisher(
-            transport,
-            ingress_topic(settings.prefix, settings.round_id, 0),
-            max_in_flight=settings.max_in_flight,
-            rate=rate,
-            started=started,
+            transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
         )
         publisher: Publisher = plain if wrap is None else wrap(plain, sealer)
         await _send_all(stage, sealer, publisher, data)
