@@ -1,4 +1,5 @@
-"""The analyzer as a service: one round over a transport (thin asyncio shell over AnalyzerRound).
+"""The analyzer as a service: one round over a transport (AnalyzerRound, the pure core, run by a
+:class:`~shuffledp.protocol.stage.Stage`).
 
 ``await run_analyzer(transport, settings, private_key)``:
 

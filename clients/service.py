@@ -6,7 +6,10 @@ the given randomness source, the fixed-size record, the onion
 (:func:`~shuffledp.clients.client.make_client_messages`), and one publish to hop 0's ingress.
 Each simulated client sends exactly one report; at most ``max_in_flight`` publishes await their
 acknowledgement at once (bounded concurrency). The sealing of the next chunk of clients runs in
-a worker thread while the current chunk is published (libsodium releases the GIL).
+a worker thread while the current chunk is published (libsodium releases the GIL). The waiting,
+the status and the progress are a :class:`~shuffledp.protocol.stage.Stage`'s; the publishing is
+a :class:`ReportPublisher`, which a simulation may wrap (``wrap``: the chaos clients of
+:mod:`shuffledp.simulations.pipeline.chaos`).
 """
 
 from __future__ import annotations

@@ -8,6 +8,8 @@ this is what makes the start order of the processes irrelevant.
 
 :class:`Inbox` pumps ``transport.messages()`` into a queue from a named task, so that waiting for
 the next message can time out without closing the transport's async iterator.
+:class:`~shuffledp.protocol.stage.Stage` puts these pieces together into the steps every stage
+takes (collect, await the downstream's ready, settle).
 """
 
 from __future__ import annotations

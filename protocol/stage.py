@@ -208,7 +208,7 @@ class Stage:
         self._on_progress = on_progress
         self._acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
         self._group = asyncio.TaskGroup()
-        self._tasks: list[asyncio.Task[Any]] = []
+        self._tasks: set[asyncio.Task[Any]] = set()  # started, not finished
         self._inbox = Inbox(transport, name=f"{name}-inbox", group=self._group)
         self._stack = contextlib.AsyncExitStack()
 
@@ -244,7 +244,7 @@ class Stage:
         try:
             await self._stack.aclose()  # clears the retained status, then stops the inbox
         finally:
-            for task in self._tasks:
+            for task in list(self._tasks):
                 task.cancel()
             await self._group.__aexit__(None, None, None)
 
@@ -254,7 +254,9 @@ class Stage:
         as a TaskGroup would: the stage still clears its status). A task not finished when the
         stage ends is cancelled."""
         outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
-        self._tasks.append(self._group.create_task(_deliver(work, outcome), name=name))
+        task = self._group.create_task(_deliver(work, outcome), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
         return outcome
 
     async def subscribe(self, topic_filter: str) -> None:

@@ -1,4 +1,5 @@
-"""A shuffler hop as a service: one round over a transport (thin asyncio shell over HopRound).
+"""A shuffler hop as a service: one round over a transport (HopRound, the pure core, run by a
+:class:`~shuffledp.protocol.stage.Stage`: collect, await the downstream's ready, settle).
 
 ``await run_hop(transport, settings, private_key)``:
 
