@@ -113,13 +113,15 @@ class CollectClock:
     first_arrival: float | None = None
     interval: float = PROGRESS_INTERVAL
     next_progress: float = field(init=False)
+    close_at: float = field(init=False)
+    """When collection stops (kept up to date by :meth:`arrived`)."""
 
     def __post_init__(self) -> None:
         self.next_progress = self.ready_at + self.interval
+        self._close()
 
-    @property
-    def close_at(self) -> float:
-        return closing_time(
+    def _close(self) -> None:
+        self.close_at = closing_time(
             stage_index=self.stage_index,
             ready_at=self.ready_at,
             first_arrival=self.first_arrival,
@@ -141,8 +143,10 @@ class CollectClock:
         return min(self.close_at, self.next_progress) - now
 
     def arrived(self, now: float) -> None:
+        """Inputs came at ``now``: the first time, the closing time may move."""
         if self.first_arrival is None:
             self.first_arrival = now
+            self._close()
 
 
 def split_burst(messages: Iterable[Message], ingress: str) -> tuple[list[Message], list[Message]]:

@@ -212,13 +212,11 @@ class _HopIntake:
     journal: HopJournal | None
     mapper: Mapper
     ingress: str = field(init=False)  # built once: a topic validates the prefix
+    burst: int = field(init=False)
 
     def __post_init__(self) -> None:
         self.ingress = self.settings.ingress
-
-    @property
-    def burst(self) -> int:
-        return OFFER_CHUNK if self.assembler is None else FRAME_BURST
+        self.burst = OFFER_CHUNK if self.assembler is None else FRAME_BURST
 
     def complete(self) -> bool:
         """Hop 0: the batch is full; a later hop: the upstream's batch is complete."""
