@@ -32,7 +32,7 @@ from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.stage import PROGRESS_INTERVAL, Stage
 from shuffledp.protocol.topics import ingress_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.validation import require_int, require_positive
 
 __all__ = [
@@ -191,7 +191,7 @@ async def run_clients(
     *,
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     credentials: ProcessCredentials | None = None,
     rate: float | None = None,
     wrap: PublisherWrapper | None = None,
@@ -215,7 +215,7 @@ async def run_clients(
         settings=settings,
         hop_public_keys=list(hop_public_keys),
         analyzer_public_key=analyzer_public_key,
-        rng=rng if rng is not None else SystemRandom(),
+        rng=as_random_source(rng),
         credentials=credentials,
     )
     name, ingress = settings.name, ingress_topic(settings.prefix, settings.round_id, 0)

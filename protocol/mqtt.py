@@ -6,7 +6,7 @@ subscription uses QoS 1 (at least once): a duplicate delivery is caught by the s
 and counted, while QoS 0 could lose a report silently. Publishing waits for the broker's PUBACK;
 :func:`~shuffledp.protocol.transport.publish_all` keeps many in flight, bounded by
 ``max_in_flight`` (paho-mqtt overwrites QoS 1 messages silently past 65,535 unacknowledged ones,
-TRANSPORT.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
+docs/transport.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
 TLS (:class:`MqttTransport`, :mod:`shuffledp.security.tls`).
 
 Why aiomqtt: the maintained asyncio MQTT client (successor of asyncio-mqtt) on top of paho-mqtt.

@@ -63,7 +63,7 @@ from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all, require_journaling
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.validation import require_int, require_positive
 
@@ -147,7 +147,7 @@ async def run_hop(
     settings: HopSettings,
     private_key: PrivateKey,
     *,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     verifier: ClientVerifier | None = None,
     state_dir: str | os.PathLike[str] | None = None,
@@ -161,7 +161,7 @@ async def run_hop(
     belongs to other settings, is in use by another process or cannot be written."""
     if not isinstance(settings, HopSettings):
         raise InvalidParameterError(f"settings must be HopSettings, got {type(settings).__name__}")
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     hop = HopRound(
         hop_index=settings.hop_index,
         n_hops=settings.n_hops,

@@ -31,7 +31,7 @@ from shuffledp.clients.service import (
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials
 from shuffledp.protocol.transport import Transport
-from shuffledp.randomness import RandomSource
+from shuffledp.randomness import RandomLike
 from shuffledp.simulations.pipeline.chaos_messages import ChaosBatch, make_chaos_messages
 from shuffledp.validation import require_int, require_positive
 
@@ -91,7 +91,7 @@ async def run_chaos_clients(
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
     chaos: int,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     credentials: ProcessCredentials | None = None,
     rate: float | None = None,
 ) -> dict[str, Any]:

@@ -271,7 +271,7 @@ def _child_seed(seed: int, round_id: int, index: int) -> int:
 async def run_simulation(
     options: SimulationOptions, *, on_progress: ProgressCallback | None = None
 ) -> dict[str, Any]:
-    """Run one full round (module docstring) and return the report (DESIGN.md "Report") with
+    """Run one full round (module docstring) and return the report (docs/report-schema.md) with
     ``true_histogram``, ``tv_distance``, ``timings`` and ``simulation``. Raises SimulationError
     if a component fails or the round does not complete within the timeout, and
     InvalidParameterError if the dataset cannot give the round (a check-in file with fewer
@@ -397,7 +397,7 @@ class PipelineSession:
         started: float | None = None,
     ) -> dict[str, Any]:
         """One round over ``values`` (true values in [0, k), one per simulated client): the
-        report (DESIGN.md "Report") with the simulation's additions. SimulationError if a
+        report (docs/report-schema.md) with the simulation's additions. SimulationError if a
         component fails, the round is refused, or it does not complete within the timeout."""
         started = time.monotonic() if started is None else started
         if self._workdir is None or self._keys is None or self._url is None:

@@ -136,14 +136,14 @@ def test_tight_eps_json_matches_library(
 
 
 # ----------------------------------------------------------------------------------------------
-# single-bin: docs/accounting.md section 1, exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
+# single-bin: docs/accounting.md, "Reference values", exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
 # ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("eps", "published"),
     [
-        ("0.1", 6.1467e-3),  # docs/accounting.md section 1 table, "exact H(P0 || P1)" row
+        ("0.1", 6.1467e-3),  # docs/accounting.md, "biswas-literal" table, "exact" column
         ("0.5", 2.6062e-8),
         ("1.0", 2.6981e-18),
     ],
