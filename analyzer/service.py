@@ -31,6 +31,7 @@ frames already counts its deadline from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
@@ -49,7 +50,7 @@ from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs,
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
-from shuffledp.protocol.stage import CollectClock, Stage
+from shuffledp.protocol.stage import CollectClock, Stage, with_write
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, require_journaling
 from shuffledp.validation import require_int, require_positive
@@ -179,9 +180,9 @@ class _AnalyzerIntake:
         if self.journal is None:
             await asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper)
         else:
-            await asyncio.gather(
+            await with_write(
                 asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper),
-                asyncio.to_thread(self.journal.append_inputs, payloads),
+                functools.partial(self.journal.append_inputs, payloads),
             )
 
 

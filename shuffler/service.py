@@ -37,6 +37,7 @@ counts from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
@@ -60,7 +61,7 @@ from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
-from shuffledp.protocol.stage import CollectClock, Stage
+from shuffledp.protocol.stage import CollectClock, Stage, with_write
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all, require_journaling
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
@@ -234,9 +235,9 @@ class _HopIntake:
         elif journal is None:
             await asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper)
         else:
-            await asyncio.gather(
+            await with_write(
                 asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper),
-                asyncio.to_thread(journal.append_inputs, payloads),
+                functools.partial(journal.append_inputs, payloads),
             )
 
     def upstream_aborted(self) -> str | None:
