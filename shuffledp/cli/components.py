@@ -584,6 +584,21 @@ def _run_clients(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
         ) as t:
+            if args.chaos:  # simulations only: the client with its publisher wrapped
+                from shuffledp.simulations.pipeline.chaos import run_chaos_clients
+
+                await run_chaos_clients(
+                    t,
+                    settings,
+                    values,
+                    hop_public_keys=directory.hop_keys,
+                    analyzer_public_key=directory.analyzer_key,
+                    chaos=args.chaos,
+                    rng=rng,
+                    credentials=credentials,
+                    rate=args.rate,
+                )
+                return 0
             await run_clients(
                 t,
                 settings,
@@ -592,7 +607,6 @@ def _run_clients(args: argparse.Namespace) -> int:
                 analyzer_public_key=directory.analyzer_key,
                 rng=rng,
                 credentials=credentials,
-                chaos=args.chaos,
                 rate=args.rate,
             )
         return 0
