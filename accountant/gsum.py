@@ -42,6 +42,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from .gsum_fast import fast_mean_positive_part
 from .numerics import (
     FloatArray,
     log_binom_cdf,
@@ -63,6 +64,14 @@ BLOCK_CELLS = 1_500_000
 #: Largest amount of work (window cells) one evaluation may take (about 10 s here); beyond it
 #: :class:`TooLargeError` says so instead of running for minutes.
 MAX_CELLS = 4e8
+
+
+#: Above this many window cells (about 70 ms of the exact engine) the Fourier bracket of
+#: gsum_fast is used instead (relative width about 1e-4, work independent of n).
+EXACT_CELLS = 1e6
+#: Largest relative width (upper / lower - 1) of a Fourier bracket accepted while the exact
+#: engine could still run (below MAX_CELLS).
+FAST_MAX_WIDTH = 1e-3
 
 
 class TooLargeError(ValueError):
@@ -100,6 +109,16 @@ def mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket:
     if len(positive) > 1 or len(atoms) > 4:
         raise ValueError("mean_positive_part needs one positive atom and at most four atoms")
     setup = _setup(n, atoms)
+    cells = _estimated_cells(n, setup.tilted, NARROW_SIGMAS)
+    if cells > EXACT_CELLS:
+        # The exact engine would be slow (its work is linear in n): the Fourier bracket of
+        # gsum_fast, whose work does not grow with n, unless it is wider than FAST_MAX_WIDTH and
+        # the exact engine is still allowed to run.
+        fast = fast_mean_positive_part(n, atoms)
+        if fast is not None and (
+            fast.upper <= fast.lower * (1.0 + FAST_MAX_WIDTH) or cells > MAX_CELLS
+        ):
+            return fast
     narrow, dropped = _evaluate(n, setup, NARROW_SIGMAS)
     # Widen only if the mass outside the windows (added to the upper side) is not negligible
     # next to the bracket's own numerical width.

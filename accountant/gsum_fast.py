@@ -74,6 +74,8 @@ ALIAS_SDS = 10.0
 ALIAS_DECAYS = 40.0
 #: Grid points per cell (one characteristic-function value decides whether a cell is skipped).
 CELL_POINTS = 128
+#: Most grid points (|t| <= BAND / tau) an evaluation may span; beyond, the method declines.
+MAX_GRID = 5e7
 #: The skipped cells' total error budget, relative to a low estimate of the value.
 SKIP_TOL = 1e-10
 
@@ -107,6 +109,8 @@ def fast_mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket | None:
         return None
     period = abs(law.mean) + ALIAS_SDS * law.sd + ALIAS_DECAYS / law.theta
     for _ in range(4):
+        if BAND / law.tau * period / (2.0 * math.pi) > MAX_GRID:
+            return None  # a nearly degenerate tilted law: too many grid points
         inner = _inner(law, period)
         if inner is not None:
             break
@@ -115,7 +119,8 @@ def fast_mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket | None:
         return None
     lower_inner, upper_inner = inner
     base = n * law.log_mgf + math.log(law.scale / n)
-    slack = n * law.eta + law.theta * law.shift
+    # n eta and theta Delta (step 5), and the rounding of n log M and of log(scale / n).
+    slack = n * law.eta + law.theta * law.shift + 4.0 * _ULP * (abs(n * law.log_mgf) + 40.0)
     return _assemble(base - slack, lower_inner, base + slack, upper_inner)
 
 
@@ -124,11 +129,15 @@ def _assemble(log_lo: float, lower_inner: float, log_hi: float, upper_inner: flo
     log, exp and product, two ulps of the result below the normal range); capped at 1 above
     only by the caller's scaling."""
     if lower_inner > 0.0:
-        low = math.exp(min(log_lo + math.log(lower_inner), 700.0)) * (1.0 - 8.0 * _ULP)
+        expo = log_lo + math.log(lower_inner)
+        expo -= 4.0 * _ULP * (abs(log_lo) + abs(math.log(lower_inner)) + 1.0)
+        low = math.exp(min(expo, 700.0)) * (1.0 - 8.0 * _ULP)
         lower = max(0.0, low - 2.0 * math.ulp(low))
     else:
         lower = 0.0
-    high = math.exp(min(log_hi + math.log(upper_inner), 700.0)) * (1.0 + 8.0 * _ULP)
+    expo = log_hi + math.log(upper_inner)
+    expo += 4.0 * _ULP * (abs(log_hi) + abs(math.log(upper_inner)) + 1.0)
+    high = math.exp(min(expo, 700.0)) * (1.0 + 8.0 * _ULP)
     return Bracket(lower, max(high + 2.0 * math.ulp(high), math.ulp(0.0)))
 
 
@@ -222,7 +231,14 @@ def _inner(law: _Law, period: float) -> tuple[float, float] | None:
     weight = h / (2.0 * math.pi)
     zero_u = math.exp(0.5 * (law.tau * law.theta) ** 2) / law.theta**2 * (1.0 + 8.0 * _ULP)
     up = weight * (zero_u + 2.0 * sums.u_plus)
-    err_u = weight * 2.0 * (sums.err_u + skipped_u) + tail_u + 4.0 * _ULP * abs(up)
+    # The weight h / 2 pi and the k = 0 term round by a few ulp: 16 ulp of the k = 0 term
+    # (it enters both sides) and 4 ulp of the total.
+    err_u = (
+        weight * 2.0 * (sums.err_u + skipped_u)
+        + tail_u
+        + 4.0 * _ULP * abs(up)
+        + 16.0 * _ULP * weight * zero_u
+    )
     down = weight * (zero_u + 2.0 * sums.u_minus)
     c_sum = weight * (law.tau**2 * zero_u * law.theta**2 + 2.0 * sums.c_minus)
     err_c = weight * 2.0 * (sums.err_c + skipped_c) + tail_c + 4.0 * _ULP * abs(c_sum)
