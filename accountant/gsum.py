@@ -100,25 +100,42 @@ class _Setup:
 def mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket:
     """A bracket on (1/n) E[(G_1 + ... + G_n)_+] for i.i.d. G with the given atoms.
 
-    Exactly 0 when no atom is positive. Raises TooLargeError when the windows exceed MAX_CELLS.
+    Exact (this module) where that is cheap (at most EXACT_CELLS window cells), otherwise the
+    Fourier bracket of gsum_fast, unless that is wider than FAST_MAX_WIDTH and the exact engine
+    may still run. Exactly 0 when no atom is positive. Raises TooLargeError when neither applies.
     """
-    atoms = [a for a in atoms if a.prob > 0.0]
-    positive = [a for a in atoms if a.value > 0.0]
-    if not positive:
+    atoms = _checked(atoms)
+    if not atoms:
         return Bracket.exact_zero()
-    if len(positive) > 1 or len(atoms) > 4:
-        raise ValueError("mean_positive_part needs one positive atom and at most four atoms")
     setup = _setup(n, atoms)
     cells = _estimated_cells(n, setup.tilted, NARROW_SIGMAS)
     if cells > EXACT_CELLS:
-        # The exact engine would be slow (its work is linear in n): the Fourier bracket of
-        # gsum_fast, whose work does not grow with n, unless it is wider than FAST_MAX_WIDTH and
-        # the exact engine is still allowed to run.
         fast = fast_mean_positive_part(n, atoms)
         if fast is not None and (
             fast.upper <= fast.lower * (1.0 + FAST_MAX_WIDTH) or cells > MAX_CELLS
         ):
             return fast
+    return _exact(n, setup)
+
+
+def exact_mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket:
+    """The exact engine alone (module docstring); raises TooLargeError beyond MAX_CELLS."""
+    atoms = _checked(atoms)
+    return _exact(n, _setup(n, atoms)) if atoms else Bracket.exact_zero()
+
+
+def _checked(atoms: Sequence[Atom]) -> list[Atom]:
+    """The atoms of positive probability; [] when none is positive (then E[S_+] = 0)."""
+    atoms = [a for a in atoms if a.prob > 0.0]
+    positive = [a for a in atoms if a.value > 0.0]
+    if not positive:
+        return []
+    if len(positive) > 1 or len(atoms) > 4:
+        raise ValueError("mean_positive_part needs one positive atom and at most four atoms")
+    return atoms
+
+
+def _exact(n: int, setup: _Setup) -> Bracket:
     narrow, dropped = _evaluate(n, setup, NARROW_SIGMAS)
     # Widen only if the mass outside the windows (added to the upper side) is not negligible
     # next to the bracket's own numerical width.

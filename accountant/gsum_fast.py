@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -66,6 +66,9 @@ _ULP = 2.0**-52
 #: tau = TAU_FRACTION min(1 / theta, sd_theta(S)): the bracket's relative width is about
 #: 2 TAU_FRACTION^2; the work grows like 1 / TAU_FRACTION (number of cells).
 TAU_FRACTION = 0.005
+#: A bracket wider than this (relative) is refined with tau / REFINE_FACTOR (at most twice).
+REFINE_WIDTH = 1.5e-4
+REFINE_FACTOR = 4.0
 #: Band limit L = BAND / tau: the truncated terms are below e^(-BAND^2 / 2) relative.
 BAND = 9.0
 #: Grid period P = |E_theta S| + ALIAS_SDS sd_theta(S) + ALIAS_DECAYS / theta (doubled if the
@@ -103,10 +106,31 @@ class _Law:
 
 def fast_mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket | None:
     """A bracket on (1/n) E[(G_1 + ... + G_n)_+] (module docstring), or None where the method
-    does not apply (no negative atom, or a degenerate tilted law)."""
+    does not apply (no negative atom, or a degenerate tilted law).
+
+    Where the bracket is wider than REFINE_WIDTH (a lattice-like sum: one atom carries nearly
+    all the mass), tau is divided by REFINE_FACTOR, up to twice; every bracket is rigorous, so
+    their intersection is returned."""
     law = _law(n, atoms)
     if law is None:
         return None
+    best: Bracket | None = None
+    for _ in range(3):
+        got = _bracket(law)
+        if got is None:
+            break
+        best = (
+            got if best is None else Bracket(max(best.lower, got.lower), min(best.upper, got.upper))
+        )
+        if best.upper <= best.lower * (1.0 + REFINE_WIDTH) or best.lower < 1e-290:
+            break  # narrow enough, or below the normal range (where the width is rounding)
+        law = replace(law, tau=law.tau / REFINE_FACTOR)
+    return best
+
+
+def _bracket(law: _Law) -> Bracket | None:
+    """The bracket at this law's tau (None if the grid would exceed MAX_GRID or the aliasing
+    stays large after the period is doubled three times)."""
     period = abs(law.mean) + ALIAS_SDS * law.sd + ALIAS_DECAYS / law.theta
     for _ in range(4):
         if BAND / law.tau * period / (2.0 * math.pi) > MAX_GRID:
@@ -118,6 +142,7 @@ def fast_mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket | None:
     else:
         return None
     lower_inner, upper_inner = inner
+    n = law.n
     base = n * law.log_mgf + math.log(law.scale / n)
     # n eta and theta Delta (step 5), and the rounding of n log M and of log(scale / n).
     slack = n * law.eta + law.theta * law.shift + 4.0 * _ULP * (abs(n * law.log_mgf) + 40.0)
@@ -149,6 +174,12 @@ def _law(n: int, atoms: Sequence[Atom]) -> _Law | None:
     scale = max(abs(a.value) for a in atoms)
     g = np.asarray([a.value / scale for a in atoms])
     lp = np.log(np.asarray([a.prob for a in atoms]))
+    p = np.exp(lp)
+    drift = n * float(np.sum(p * g))
+    if drift > 3.0 * math.sqrt(n * float(np.sum(p * g * g))):
+        # S is mostly positive (never the case for the deltas here, whose G has mean <= 0): the
+        # mass of S_+ is not near 0 and the tilt below does not apply.
+        return None
     theta = _tilt(n, g, lp)
     terms = lp + theta * g
     log_mgf = float(log_sum(terms))
