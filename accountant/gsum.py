@@ -112,7 +112,9 @@ def mean_positive_part(n: int, atoms: Sequence[Atom]) -> Bracket:
     if cells > EXACT_CELLS:
         fast = fast_mean_positive_part(n, atoms)
         if fast is not None and (
-            fast.upper <= fast.lower * (1.0 + FAST_MAX_WIDTH) or cells > MAX_CELLS
+            fast.upper <= fast.lower * (1.0 + FAST_MAX_WIDTH)
+            or fast.upper < 1e-290  # below the normal range: the exact one is no better there
+            or cells > MAX_CELLS
         ):
             return fast
     return _exact(n, setup)
