@@ -43,7 +43,8 @@ from .numerics import FloatArray, log_binom_pmf, log_sum
 from .pairs import Bracket
 
 #: Above this n, F(n - 1) (k >= 3) is computed by its G-forms (all_x0_g_form) rather than by
-#: the two-count pair of AllOthersX0: the same exact value, the faster route there.
+#: the two-count pair of AllOthersX0, and F(0) for k = 3 by its G-form rather than the wang-krr
+#: pair: the same exact values, by the faster route there (gsum's Fourier bracket).
 G_FORM_FROM_N = 100_000
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
 DP_MAX_N = 200
@@ -78,8 +79,9 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
                 pass
         # The same value as all_x0_g_form, by the two counts (N_x0, N_x1), O(sqrt(n)).
         return AllOthersX0().bracket(mech, eps)
-    if a == 0 and mech.k == 3:
-        # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0).
+    if a == 0 and mech.k == 3 and mech.n <= G_FORM_FROM_N:
+        # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0)
+        # (above G_FORM_FROM_N its G-form below, by the Fourier bracket, is faster).
         return WangKRR().bracket(mech, eps)
     if a == 0:
         try:

@@ -66,9 +66,11 @@ BLOCK_CELLS = 1_500_000
 MAX_CELLS = 4e8
 
 
-#: Above this many window cells (about 70 ms of the exact engine) the Fourier bracket of
-#: gsum_fast is used instead (relative width about 1e-4, work independent of n).
-EXACT_CELLS = 1e6
+#: Above this many window cells (10-50 ms of the exact engine; its cost per cell varies from
+#: 60 ns to over 1 us with the shape of the windows) the Fourier bracket of gsum_fast is tried
+#: first (relative width about 3e-5 to 1.5e-4, 5-20 ms, work independent of n). Below it, and
+#: so at every n up to a few thousand, the exact engine alone.
+EXACT_CELLS = 2e5
 #: Largest relative width (upper / lower - 1) of a Fourier bracket accepted while the exact
 #: engine could still run (below MAX_CELLS).
 FAST_MAX_WIDTH = 1e-3
