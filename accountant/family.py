@@ -9,12 +9,13 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
   computed exactly by :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
 * a = 0 and a = n - 1, k >= 3: the others are i.i.d., and the leave-one-out identity
   Others(h - e_v) = Mult_n(h) h_v / (n p_v) turns delta into (1/n) E[(G_1 + ... + G_n)_+]
-  (docs/accounting.md), evaluated exactly by :mod:`gsum` at any n. For a = 0 both directions
+  (docs/accounting.md), bracketed by :mod:`gsum` at any n. For a = 0 both directions
   are equal: G = E0 - Ee (pb), 1 - Ee E0 (pb), (1 - Ee)/E0 (pt), 1 - Ee ((k - 3) pb). For
   a = n - 1: H(P||Q) has G = 1 - Ee/E0 (pt), 1 - Ee E0 (pb), 1 - Ee ((k - 2) pb), and H(Q||P)
-  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb). In practice a = n - 1 is computed by
-  :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n)) work; the G-form is kept as
-  its independent check), and a = 0 with k = 3 by the wang-krr pair (the same law).
+  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb). Up to n = :data:`G_FORM_FROM_N`,
+  a = n - 1 is computed by :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n))
+  work; the G-form is kept as its independent check), and a = 0 with k = 3 by the wang-krr pair
+  (the same law); above it both by their G-forms (gsum's Fourier bracket, faster there).
 * 0 < a < n - 1, k >= 3: the law of the counts (N_x0, N_x1, N_x2) by dynamic programming over
   users in log space, for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
 """

@@ -433,7 +433,7 @@ def _alias(law: _Law, period: float, y: float) -> float:
         lam = theta + sign * s
         # E_theta[e^(sign s S)] = (sum_j q_j e^(sign s g_j))^n for the law used; to 8 ulp per
         # draw plus its log error, widened by n (eta + 16 ulp (1 + s)).
-        log_m = np.asarray([float(log_sum(np.log(law.q) + sign * v * law.g)) for v in s])
+        log_m = log_sum(np.log(law.q)[None, :] + sign * s[:, None] * law.g[None, :], axis=1)
         log_r = -s * period
         log_bound = (
             0.5 * (lam * tau) ** 2
