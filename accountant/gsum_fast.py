@@ -145,7 +145,13 @@ def _bracket(law: _Law) -> Bracket | None:
     n = law.n
     base = n * law.log_mgf + math.log(law.scale / n)
     # n eta and theta Delta (step 5), and the rounding of n log M and of log(scale / n).
-    slack = n * law.eta + law.theta * law.shift + 4.0 * _ULP * (abs(n * law.log_mgf) + 40.0)
+    slack = (
+        n * law.eta
+        + law.theta * law.shift
+        + 4.0 * _ULP * (abs(n * law.log_mgf) + abs(math.log(law.scale / n)) + 4.0)
+    )
+    if not upper_inner > 0.0:
+        return None  # cannot happen (the k = 0 term dominates); never return a bad bracket
     return _assemble(base - slack, lower_inner, base + slack, upper_inner)
 
 
