@@ -135,3 +135,18 @@ def test_width_shrinks_with_tau() -> None:
     width = fast.upper / fast.lower - 1.0
     assert width <= 4.0 * gsum_fast.TAU_FRACTION**2 + 1e-6
     assert math.isfinite(width)
+
+
+@pytest.mark.parametrize("n", [1_000, 10_000])
+@pytest.mark.parametrize(
+    "atoms",
+    [
+        [Atom(1.0, 0.2), Atom(-1.0, 0.3), Atom(-2.0, 0.1), Atom(0.0, 0.4)],
+        [Atom(3.0, 0.1), Atom(-1.0, 0.5), Atom(0.0, 0.4)],
+        [Atom(1.0, 0.45), Atom(-1.0, 0.55)],
+    ],
+)
+def test_fast_contains_exact_lattice(n: int, atoms: list[Atom]) -> None:
+    """Integer atoms: |phi| returns to exactly 1 at t = 2 pi m, so those cells must be evaluated,
+    never skipped, and S = 0 has positive probability (the smoothing's worst case)."""
+    _check(n, atoms, False, f"n={n} {atoms}")
