@@ -1,5 +1,8 @@
 """Exact (1/n) E[(G_1 + ... + G_n)_+] for i.i.d. categorical G, with a rigorous error bracket.
 
+:func:`mean_positive_part` uses this engine where it is cheap and the Fourier bracket of
+:mod:`gsum_fast` (work independent of n, relative width about 1e-4) beyond.
+
 Several deltas of shuffled k-RR take this form (docs/accounting.md derives each): the optimal
 "privacy blanket" decomposition bound of Su, Cheng and Wang (IEEE S&P 2026) and the exact delta
 of the datasets "every other user holds x2" (F(0)) and "every other user holds x0" (F(n-1)).

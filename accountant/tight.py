@@ -3,7 +3,7 @@
 * delta_upper: the minimum of the valid numerical upper bounds (optimal-blanket, the optimal
   decomposition bound of Su, Cheng and Wang, evaluated exactly; strong-adversary, clones,
   krr-clones), each at the top of its numerical bracket. This is the reported guarantee. A member
-  that cannot be evaluated here (optimal-blanket beyond its work limit, see gsum.MAX_CELLS) is
+  that cannot be evaluated here (optimal-blanket where neither gsum engine applies) is
   skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
   its numerical bracket: the family F(a) (a other users hold x0, the rest one third value;

@@ -125,7 +125,7 @@ def test_no_positive_atom_is_zero() -> None:
     assert mean_positive_part(10**9, [Atom(-1.0, 0.5), Atom(0.0, 0.5)]) == Bracket.exact_zero()
 
 
-def test_width_shrinks_with_tau() -> None:
+def test_width_near_smoothing_term() -> None:
     """The smoothing's share of the width is about 2 (tau theta)^2 = 2 TAU_FRACTION^2."""
     from shuffledp.accountant import gsum_fast
 
