@@ -190,6 +190,10 @@ def _law(n: int, atoms: Sequence[Atom]) -> _Law | None:
     terms = lp + theta * g
     log_mgf = float(log_sum(terms))
     q = np.exp(terms - log_mgf)
+    if float(np.min(q)) < 1e-290:
+        # An underflowed (or subnormal) tilted probability would drop outcomes of the true law
+        # (or carry more than a few ulp of error): the per-draw ratio of step 5 fails.
+        return None
     ref = int(np.argmax(q))
     others = np.arange(g.size) != ref
     mean = float(np.sum(q * g))
