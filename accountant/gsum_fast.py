@@ -267,7 +267,7 @@ def _inner(law: _Law, period: float) -> tuple[float, float] | None:
     estimate = _low_estimate(law)
     ks, skipped_u, skipped_c = _plan(law, h, SKIP_TOL * estimate)
     sums = _grid_sums(law, h, ks)
-    tail_u, tail_c = _tail(law, h, ks.size)
+    tail_u, tail_c = _tail(law, h)
     alias = _alias(law, period, -law.shift)
     weight = h / (2.0 * math.pi)
     zero_u = math.exp(0.5 * (law.tau * law.theta) ** 2) / law.theta**2 * (1.0 + 8.0 * _ULP)
@@ -408,12 +408,11 @@ def _plan(law: _Law, h: float, budget: float) -> tuple[FloatArray, float, float]
     return ks, float(np.sum(bound_u[skip])), float(np.sum(bound_c[skip]))
 
 
-def _tail(law: _Law, h: float, evaluated: int) -> tuple[float, float]:
+def _tail(law: _Law, h: float) -> tuple[float, float]:
     """Bounds on the terms beyond the band (|t| > k_max h >= BAND / tau), both signs, times
     h / (2 pi): (1 / pi) int_L^inf |hat u| <= (1 / pi) e^(tau^2 theta^2 / 2) / (theta^2 + L^2)
     sqrt(pi / 2) / tau erfc(tau L / sqrt 2), and tau^2 times that without the 1 / (theta^2 + L^2)
     for c (|hat u| decreases in |t|, so the grid sum is below the integral from L)."""
-    del evaluated
     k_max = math.ceil(BAND / law.tau / h)
     big_l = k_max * h * (1.0 - 4.0 * _ULP)
     tau, theta = law.tau, law.theta
