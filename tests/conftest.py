@@ -37,8 +37,9 @@ TIER_MARKS = {REFERENCE_TESTS: "slow", INTEGRATION_TESTS: "integration"}
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Mark each test with its tier folder's mark (TIER_MARKS)."""
     for item in items:
+        path = item.path.resolve()  # REPO_ROOT is resolved too (a checkout behind a symlink)
         for folder, mark in TIER_MARKS.items():
-            if item.path.is_relative_to(folder):
+            if path.is_relative_to(folder):
                 item.add_marker(mark)
 
 
