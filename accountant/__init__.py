@@ -6,6 +6,8 @@ Typical use::
     mech = ShuffledKRR(n=10_000, k=15, eps0=4.0)
     Tight().delta(mech, eps=1.0)          # DeltaResult with delta_lower <= truth <= delta_upper
     eps_for_delta(Tight(), mech, 1e-6)    # EpsResult; .eps is the valid (safe-side) value
+    compose(mech, 2, delta=1e-6)          # ComposedResult after 2 rounds (dp-accounting PLDs)
+    privacy_loss_distribution(mech)       # dp-accounting's PrivacyLossDistribution of one round
 
 See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 """
@@ -44,20 +46,35 @@ from shuffledp.accountant.tight import Tight
 
 if TYPE_CHECKING:
     from shuffledp.accountant.composition import ComposedResult, compose, compose_rounds
+    from shuffledp.accountant.privacy_loss import (
+        PLD_BOUND_NAMES,
+        privacy_loss_distribution,
+        privacy_loss_distributions,
+    )
+
+_LAZY = {
+    "ComposedResult": "composition",
+    "compose": "composition",
+    "compose_rounds": "composition",
+    "PLD_BOUND_NAMES": "privacy_loss",
+    "privacy_loss_distribution": "privacy_loss",
+    "privacy_loss_distributions": "privacy_loss",
+}
 
 
 def __getattr__(name: str) -> Any:
     # composition imports dp_accounting (about 0.9 s, mostly scipy.signal); only accounting over
     # rounds needs it, so hops, clients and the analyzer do not pay for it at start-up.
-    if name in ("ComposedResult", "compose", "compose_rounds"):
-        from shuffledp.accountant import composition
+    if name in _LAZY:
+        import importlib
 
-        return getattr(composition, name)
+        return getattr(importlib.import_module(f"shuffledp.accountant.{_LAZY[name]}"), name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 __all__ = [
     "BOUND_NAMES",
+    "PLD_BOUND_NAMES",
     "AllOthersX0",
     "BiswasLiteral",
     "BlanketAnalytic",
@@ -92,5 +109,7 @@ __all__ = [
     "hockey_stick_both",
     "make_bound",
     "needs_nx0",
+    "privacy_loss_distribution",
+    "privacy_loss_distributions",
     "rdp_epsilon",
 ]

@@ -307,7 +307,7 @@ class SingleBin(Bound):
     def directions(self, mech: ShuffledKRR, eps: float) -> SingleBinDirections:
         if not 0 <= self.nx0 <= mech.n - 1:
             raise InvalidParameterError(
-                f"nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}"
+                f"--nx0 must be in [0, n-1] = [0, {mech.n - 1}], got {self.nx0}"
             )
         d01, d10 = single_bin_delta(mech, self.nx0, eps, widen=not self.quick_lower)
         return SingleBinDirections(d01, d10)

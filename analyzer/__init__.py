@@ -1,4 +1,4 @@
-"""shuffledp.analyzer: count, debias and compare (DESIGN.md "Report" and "Estimators").
+"""shuffledp.analyzer: count, debias and compare (docs/report-schema.md, docs/estimators.md).
 
 Pure cores (no I/O):
 

@@ -9,7 +9,7 @@ mechanism for differential privacy: analytical calibration and optimal denoising
 
 with D the L2 sensitivity. Neighbours replace one user's value (n is public), which moves one unit
 between two bins: D = sqrt(2). The report's ``gaussian`` entry compares the shuffled k-RR estimators
-against this at the same (eps, delta) (DESIGN.md "Estimators").
+against this at the same (eps, delta) (docs/estimators.md).
 
 Noise comes from diffprivlib's ``GaussianAnalytic`` (diffprivlib 0.6.6, IBM). What this module
 found in its source (site-packages/diffprivlib/mechanisms/gaussian.py, utils.py):

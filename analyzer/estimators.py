@@ -8,7 +8,7 @@ histogram h of the n reports; E[h / n] = C^T pi, where C is the k x k channel of
 to one, (C^T pi)_j = pb + (pt - pb) pi_j: every estimator here costs O(k log k) (IBU: O(k) per
 iteration).
 
-Estimators (the names are the report's keys, DESIGN.md "Report"):
+Estimators (the names are the report's keys, docs/report-schema.md):
 
 * ``shuffle``: :func:`raw_normalised`, h / n, no debiasing.
 * ``shuffle+INV``: :func:`shuffle_inv`, the unbiased :func:`matrix_inversion` followed by the

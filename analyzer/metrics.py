@@ -1,4 +1,4 @@
-"""Utility metrics for distribution estimates (DESIGN.md "Estimators": total variation distance)."""
+"""Utility metrics for distribution estimates (docs/estimators.md: total variation distance)."""
 
 from __future__ import annotations
 

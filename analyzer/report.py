@@ -1,4 +1,4 @@
-"""The published report of one round (DESIGN.md "Report"): counts, estimate, privacy, utility.
+"""The published report of one round (docs/report-schema.md): counts, estimate, privacy, utility.
 
 :func:`build_report` turns what an :class:`~shuffledp.analyzer.round.AnalyzerRound` counted into
 one JSON-serialisable dict (plain ints, floats, strings, lists, dicts and None; no NaN or
@@ -37,7 +37,7 @@ from shuffledp.validation import require_int, require_positive
 
 __all__ = ["ESTIMATOR", "IBU_METHOD_EM", "IBU_METHOD_FALLBACK", "build_report", "merge_rejected"]
 
-#: The report's headline estimator (DESIGN.md "Estimators").
+#: The report's headline estimator (docs/estimators.md).
 ESTIMATOR = "shuffle+INV"
 #: ``IBU_method`` when the iterative Bayesian update converged.
 IBU_METHOD_EM = "iterative Bayesian update (EM, converged)"
@@ -72,7 +72,7 @@ def build_report(
     randomness_name: str,
     ibu_max_iter: int = IBU_DEFAULT_MAX_ITER,
 ) -> dict[str, Any]:
-    """The report of round ``round_id`` (DESIGN.md "Report").
+    """The report of round ``round_id`` (docs/report-schema.md).
 
     Keys: ``round``, ``n_expected``, ``n_received`` (= histogram.sum()), ``rejected`` (by
     reason, as given), ``k``, ``eps0``, ``histogram`` (the noisy counts), ``estimate``

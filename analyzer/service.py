@@ -1,4 +1,5 @@
-"""The analyzer as a service: one round over a transport (thin asyncio shell over AnalyzerRound).
+"""The analyzer as a service: one round over a transport (AnalyzerRound, the pure core, run by a
+:class:`~shuffledp.protocol.stage.Stage`).
 
 ``await run_analyzer(transport, settings, private_key)``:
 
@@ -30,11 +31,11 @@ frames already counts its deadline from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import os
 import time
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -47,28 +48,17 @@ from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs, replay
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import (
-    Inbox,
-    closing_time,
-    peel_pool,
-    publish_progress,
-    publish_state,
-    retained_status,
-)
+from shuffledp.protocol.runtime import peel_pool
+from shuffledp.protocol.screen import Mapper
+from shuffledp.protocol.stage import CollectClock, Stage, with_write
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
-from shuffledp.protocol.transport import (
-    AcknowledgingTransport,
-    Message,
-    Transport,
-    require_journaling,
-)
+from shuffledp.protocol.transport import Transport, require_journaling
 from shuffledp.validation import require_int, require_positive
 
 __all__ = ["AnalyzerSettings", "run_analyzer"]
 
 logger = logging.getLogger("shuffledp.analyzer")
 
-PROGRESS_INTERVAL = 0.5
 FRAME_BURST = 16
 """Frames (up to 256 KiB each) taken, journaled and acknowledged together (as a hop does)."""
 STAGE = "analyzer"
@@ -161,6 +151,41 @@ async def run_analyzer(
             journal.close()
 
 
+@dataclass(slots=True, kw_only=True)
+class _AnalyzerIntake:
+    """What the analyzer does with a burst of the last hop's frames (a :class:`Intake`):
+    reassemble them and offer their messages to AnalyzerRound; with a journal, the burst is
+    journaled while it is offered (in parallel threads)."""
+
+    settings: AnalyzerSettings
+    analyzer: AnalyzerRound
+    assembler: FrameAssembler
+    journal: HopJournal | None
+    mapper: Mapper
+    ingress: str
+    burst: int = FRAME_BURST
+
+    def complete(self) -> bool:
+        return self.assembler.complete
+
+    def counts(self) -> dict[str, Any]:
+        return {
+            "accepted": self.analyzer.n_received,
+            "rejected": sum(self.analyzer.rejected.values()),
+            "expected": self.settings.n_expected,
+        }
+
+    async def take(self, payloads: list[bytes]) -> None:
+        analyzer, assembler, mapper = self.analyzer, self.assembler, self.mapper
+        if self.journal is None:
+            await asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper)
+        else:
+            await with_write(
+                asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper),
+                functools.partial(self.journal.append_inputs, payloads),
+            )
+
+
 async def _run_analyzer(
     transport: Transport,
     settings: AnalyzerSettings,
@@ -171,158 +196,33 @@ async def _run_analyzer(
     true_histogram: Any,
     baseline_rng: Any,
 ) -> dict[str, Any]:
-    ingress = analyzer_topic(settings.prefix, settings.round_id)
     assembler = FrameAssembler(settings.round_id)
-    acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
-    journal_log: dict[str, Any] = {}
-    if journal is not None:
-        journal_log = {
-            "resumed_inputs": journal.contents.inputs,
-            "dropped_bytes": journal.contents.dropped_bytes,
-        }
-
-    def settle(messages: Iterable[Message]) -> None:
-        """Acknowledge ``messages`` (journaled, or not to be kept): every message is settled,
-        else the broker's window of unacknowledged messages fills up and it stops delivering."""
-        if acknowledging is not None:
-            for message in messages:
-                acknowledging.ack(message)
-
     async with (
-        Inbox(transport, name="analyzer-inbox") as inbox,
         peel_pool(STAGE) as mapper,
-        retained_status(transport, settings.prefix, settings.round_id, STAGE),
+        Stage(transport, prefix=settings.prefix, round_id=settings.round_id, name=STAGE) as stage,
     ):
-        if journal is not None:
-            await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=mapper)
-        await transport.subscribe(ingress)
-        await publish_state(transport, settings.prefix, settings.round_id, STAGE, "ready")
-        started = time.monotonic()
-        next_progress = started + PROGRESS_INTERVAL
-        timed_out = False
-
-        async def progress() -> None:
-            await publish_progress(
-                transport,
-                settings.prefix,
-                settings.round_id,
-                STAGE,
-                accepted=analyzer.n_received,
-                rejected=sum(analyzer.rejected.values()),
-                expected=settings.n_expected,
-            )
-
-        first_arrival: float | None = None
-        if assembler.frames_received:  # resumed from the journal
-            first_arrival = started
-        while not assembler.complete:
-            now = time.monotonic()
-            close_at = closing_time(
-                stage_index=settings.n_hops,
-                ready_at=started,
-                first_arrival=first_arrival,
-                deadline=settings.deadline,
-            )
-            if now >= close_at:
-                timed_out = True
-                break
-            if now >= next_progress:
-                await progress()
-                next_progress = now + PROGRESS_INTERVAL
-            message = await inbox.get(min(close_at, next_progress) - now)
-            if message is None:
-                continue
-            # Every frame that has already arrived, fed and journaled together (one fsync).
-            frames: list[Message] = []
-            others: list[Message] = []
-            for item in [message, *inbox.drain(FRAME_BURST - 1)]:
-                (frames if item.topic == ingress else others).append(item)
-            settle(others)
-            if not frames:
-                continue
-            if first_arrival is None:
-                first_arrival = time.monotonic()
-            payloads = [frame.payload for frame in frames]
-            if journal is None:
-                await asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper)
-            else:
-                await asyncio.gather(
-                    asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper),
-                    asyncio.to_thread(journal.append_inputs, payloads),
-                )
-            settle(frames)
-        collected = time.monotonic()
-        await progress()
-
-        upstream = assembler.log or {}
-        stages: dict[str, Any] = dict(upstream.get("stages", {}))
-        own_log = {
-            "stage": STAGE,
-            "received": analyzer.n_received,
-            "rejected": analyzer.rejected,
-            "frames_rejected": dict(assembler.rejected),
-            "timed_out": timed_out,
-            "upstream_complete": assembler.complete,
-            "collect_seconds": round(collected - started, 6),
-        }
-        if journal is not None:
-            journal_log.update(
-                syncs=journal.syncs,
-                bytes=journal.bytes_written,
-                sync_seconds=round(journal.sync_seconds, 6),
-            )
-            own_log["journal"] = journal_log
-        stages[STAGE] = own_log
-        rejected = merge_rejected(
-            *(log.get("rejected", {}) for log in stages.values() if isinstance(log, dict)),
-            *(log.get("frames_rejected", {}) for log in stages.values() if isinstance(log, dict)),
+        intake = _AnalyzerIntake(
+            settings=settings,
+            analyzer=analyzer,
+            assembler=assembler,
+            journal=journal,
+            mapper=mapper,
+            ingress=analyzer_topic(settings.prefix, settings.round_id),
         )
-        if randomness_name is None:
-            names = {
-                name: log.get("randomness")
-                for name, log in stages.items()
-                if isinstance(log, dict) and log.get("randomness")
-            }
-            randomness_name = "; ".join(f"{k}: {v}" for k, v in names.items()) or "unknown"
-            randomness_name += "; clients: not reported to the analyzer"
-        aborted = upstream.get("aborted")
-        report = build_report(
-            round_id=settings.round_id,
-            k=settings.k,
-            eps0=settings.eps0,
-            histogram=analyzer.histogram(),
-            n_expected=settings.n_expected,
-            rejected=rejected,
-            target_delta=settings.target_delta,
-            eps=settings.eps,
+        timed_out, collect_seconds = await _collect(stage, intake)
+        stages, rejected = _stages(intake, timed_out, collect_seconds)
+        report = _report(
+            settings,
+            intake,
+            stages,
+            rejected,
+            timed_out,
+            collect_seconds,
+            randomness_name=randomness_name,
             true_histogram=true_histogram,
             baseline_rng=baseline_rng,
-            randomness_name=randomness_name,
         )
-        report["stages"] = stages
-        if aborted:
-            report["error"] = f"the round was refused: {aborted}"
-        elif timed_out:
-            report["warning"] = (
-                f"the analyzer's deadline ({settings.deadline} s) passed before the last hop's "
-                f"batch was complete; the report covers the {analyzer.n_received} reports counted"
-            )
-        report["timings"] = {"analyzer_collect_seconds": round(collected - started, 6)}
-        await transport.publish(
-            report_topic(settings.prefix, settings.round_id),
-            json.dumps(report, allow_nan=False).encode(),
-            retain=True,
-        )
-        if journal is not None:
-            await asyncio.to_thread(journal.remove)  # published: nothing left to recover
-        await publish_state(
-            transport,
-            settings.prefix,
-            settings.round_id,
-            STAGE,
-            "refused" if aborted else "done",
-            received=analyzer.n_received,
-        )
+        await _publish(stage, intake, report)
     logger.info(
         "analyzer round %d: received %d of %d expected, rejected %s",
         settings.round_id,
@@ -330,4 +230,121 @@ async def _run_analyzer(
         settings.n_expected,
         rejected,
     )
+    return report
+
+
+async def _collect(stage: Stage, intake: _AnalyzerIntake) -> tuple[bool, float]:
+    """Replay the journal (if any), announce ready and collect (Stage.collect) until the last
+    hop's batch is complete or the deadline: (whether the deadline closed it, seconds from
+    ready)."""
+    analyzer, assembler, journal = intake.analyzer, intake.assembler, intake.journal
+    if journal is not None:
+        await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=intake.mapper)
+    await stage.subscribe(intake.ingress)
+    started = await stage.announce_ready()
+    clock = CollectClock(
+        stage_index=intake.settings.n_hops,
+        deadline=intake.settings.deadline,
+        ready_at=started,
+        first_arrival=started if assembler.frames_received else None,  # resumed
+    )
+    timed_out = await stage.collect(intake, clock)
+    collect_seconds = time.monotonic() - started
+    await stage.progress(**intake.counts())
+    return timed_out, collect_seconds
+
+
+async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]) -> None:
+    """The report on the report topic (retained), the journal removed, then ``done`` (or
+    ``refused``)."""
+    await stage.transport.publish(
+        report_topic(stage.prefix, stage.round_id),
+        json.dumps(report, allow_nan=False).encode(),
+        retain=True,
+    )
+    if intake.journal is not None:
+        await asyncio.to_thread(intake.journal.remove)  # published: nothing left to recover
+    state = "refused" if (intake.assembler.log or {}).get("aborted") else "done"
+    await stage.announce(state, received=intake.analyzer.n_received)
+
+
+def _stages(
+    intake: _AnalyzerIntake, timed_out: bool, collect_seconds: float
+) -> tuple[dict[str, Any], dict[str, int]]:
+    """Every stage's round log (the hops' from the END frame, then the analyzer's own) and
+    the rejections of every stage by reason."""
+    analyzer, assembler, journal = intake.analyzer, intake.assembler, intake.journal
+    upstream = assembler.log or {}
+    stages: dict[str, Any] = dict(upstream.get("stages", {}))
+    own_log = {
+        "stage": STAGE,
+        "received": analyzer.n_received,
+        "rejected": analyzer.rejected,
+        "frames_rejected": dict(assembler.rejected),
+        "timed_out": timed_out,
+        "upstream_complete": assembler.complete,
+        "collect_seconds": round(collect_seconds, 6),
+    }
+    if journal is not None:
+        own_log["journal"] = {
+            "resumed_inputs": journal.contents.inputs,
+            "dropped_bytes": journal.contents.dropped_bytes,
+            "syncs": journal.syncs,
+            "bytes": journal.bytes_written,
+            "sync_seconds": round(journal.sync_seconds, 6),
+        }
+    stages[STAGE] = own_log
+    rejected = merge_rejected(
+        *(log.get("rejected", {}) for log in stages.values() if isinstance(log, dict)),
+        *(log.get("frames_rejected", {}) for log in stages.values() if isinstance(log, dict)),
+    )
+    return stages, rejected
+
+
+def _report(
+    settings: AnalyzerSettings,
+    intake: _AnalyzerIntake,
+    stages: dict[str, Any],
+    rejected: dict[str, int],
+    timed_out: bool,
+    collect_seconds: float,
+    *,
+    randomness_name: str | None,
+    true_histogram: Any,
+    baseline_rng: Any,
+) -> dict[str, Any]:
+    """The round's report (build_report) with the stages' logs, the refusal or the deadline's
+    warning, and the analyzer's timing."""
+    analyzer = intake.analyzer
+    if randomness_name is None:
+        names = {
+            name: log.get("randomness")
+            for name, log in stages.items()
+            if isinstance(log, dict) and log.get("randomness")
+        }
+        randomness_name = "; ".join(f"{k}: {v}" for k, v in names.items()) or "unknown"
+        randomness_name += "; clients: not reported to the analyzer"
+    aborted = (intake.assembler.log or {}).get("aborted")
+    report = build_report(
+        round_id=settings.round_id,
+        k=settings.k,
+        eps0=settings.eps0,
+        histogram=analyzer.histogram(),
+        n_expected=settings.n_expected,
+        rejected=rejected,
+        target_delta=settings.target_delta,
+        eps=settings.eps,
+        true_histogram=true_histogram,
+        baseline_rng=baseline_rng,
+        randomness_name=randomness_name,
+    )
+    report["stages"] = stages
+    if aborted:
+        report["error"] = f"the round was refused: {aborted}"
+    elif timed_out:
+        report["warning"] = (
+            f"the analyzer's deadline ({settings.deadline} s) passed before the last hop's "
+            f"batch was complete; the report covers the {analyzer.n_received} reports counted"
+        )
+    report["timings"] = {"analyzer_collect_seconds": round(collect_seconds, 6)}
     return report

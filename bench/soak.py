@@ -34,7 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from pipeline import PeakMemory  # type: ignore[import-not-found]  # bench/pipeline.py, by path
 
-from shuffledp.brokers.embedded import MosquittoBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.randomness import SystemRandom
 from shuffledp.security.access import init_access
 from shuffledp.security.keys import init_key_directory

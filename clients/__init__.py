@@ -1,2 +1,2 @@
 """shuffledp.clients: client processes that apply k-RR locally, onion-encrypt and send their
-reports; see README.md, "Architecture"."""
+reports; see docs/architecture.md."""

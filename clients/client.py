@@ -16,7 +16,7 @@ from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientCredential, seal_envelope
 from shuffledp.protocol.onion import wrap
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, encode_record
-from shuffledp.randomness import RandomSource
+from shuffledp.randomness import RandomLike
 
 __all__ = ["make_client_messages"]
 
@@ -29,7 +29,7 @@ def make_client_messages(
     round_id: int,
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     credentials: Sequence[ClientCredential] | None = None,
 ) -> list[bytes]:
     """One message per value, in the order of ``values``: k-RR(eps0) of the value, encoded as a

@@ -9,7 +9,7 @@ import numpy.typing as npt
 
 from shuffledp.accountant.mechanism import krr_log_probabilities
 from shuffledp.errors import InvalidParameterError
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, as_random_source
 from shuffledp.validation import require_positive
 
 
@@ -22,13 +22,14 @@ def krr_probabilities(k: int, eps0: float) -> tuple[float, float]:
 
 
 def krr_randomize(
-    values: npt.ArrayLike, k: int, eps0: float, rng: RandomSource | None = None
+    values: npt.ArrayLike, k: int, eps0: float, rng: RandomLike = None
 ) -> npt.NDArray[np.int64]:
     """k-RR reports of ``values`` (integers in [0, k)), one independent draw each.
 
     Each value is kept w.p. pt; otherwise the report is uniform over the other k - 1 values
     (a uniform j in [0, k-1), shifted past the true value). Randomness from ``rng``: the OS
-    CSPRNG unless a source is passed.
+    CSPRNG unless a source, a seed or a numpy Generator is passed
+    (:func:`~shuffledp.randomness.as_random_source`).
     """
     _check(k, eps0)
     x = np.asarray(values)
@@ -40,7 +41,7 @@ def krr_randomize(
     if x.size and (x.min() < 0 or x.max() >= k):
         bad = int(x[(x < 0) | (x >= k)][0])
         raise InvalidParameterError(f"values must be in [0, k) = [0, {k}), got {bad}")
-    source = rng if rng is not None else SystemRandom()
+    source = as_random_source(rng)
     pt, _ = krr_probabilities(k, eps0)
     keep = source.uniform(x.size) < pt
     other = source.integers(k - 1, x.size)

@@ -6,7 +6,10 @@ the given randomness source, the fixed-size record, the onion
 (:func:`~shuffledp.clients.client.make_client_messages`), and one publish to hop 0's ingress.
 Each simulated client sends exactly one report; at most ``max_in_flight`` publishes await their
 acknowledgement at once (bounded concurrency). The sealing of the next chunk of clients runs in
-a worker thread while the current chunk is published (libsodium releases the GIL).
+a worker thread while the current chunk is published (libsodium releases the GIL). The waiting,
+the status and the progress are a :class:`~shuffledp.protocol.stage.Stage`'s; the publishing is
+a :class:`ReportPublisher`, which a simulation may wrap (``wrap``: the chaos clients of
+:mod:`shuffledp.simulations.pipeline.chaos`).
 """
 
 from __future__ import annotations
@@ -14,39 +17,37 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
 from nacl.public import PublicKey
 
-from shuffledp.clients.chaos import ChaosBatch, make_chaos_messages
 from shuffledp.clients.client import make_client_messages
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import (
-    READY_STATES,
-    Inbox,
-    NotReadyError,
-    decode_json,
-    publish_progress,
-    publish_state,
-    retained_status,
-)
-from shuffledp.protocol.topics import ingress_topic, status_topic, validate_prefix
+from shuffledp.protocol.stage import PROGRESS_INTERVAL, Stage
+from shuffledp.protocol.topics import ingress_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.validation import require_int, require_positive
 
-__all__ = ["ClientSettings", "run_clients"]
+__all__ = [
+    "ClientSealer",
+    "ClientSettings",
+    "Publisher",
+    "PublisherWrapper",
+    "ReportPublisher",
+    "check_values",
+    "run_clients",
+]
 
 logger = logging.getLogger("shuffledp.clients")
 
 CHUNK = 1000
-PROGRESS_INTERVAL = 0.5
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -74,6 +75,115 @@ class ClientSettings:
             )
 
 
+class Publisher(Protocol):
+    """How a client process's reports go out (:class:`ReportPublisher`; a simulation may wrap it
+    to misbehave). ``sent``: genuine reports published so far; ``send(messages, last=...)``:
+    publish the next sealed chunk (``last``: the process's final one); ``summary()``: fields
+    added to run_clients's result."""
+
+    @property
+    def sent(self) -> int: ...
+
+    async def send(self, messages: list[bytes], *, last: bool) -> None: ...
+
+    def summary(self) -> dict[str, Any]: ...
+
+
+class ReportPublisher:
+    """Publishes reports to hop 0's ingress ``topic``, at most ``max_in_flight`` awaiting their
+    acknowledgement at once, and if ``rate`` is given at most that many per second counted from
+    ``started`` (monotonic); ``sent`` counts the reports published."""
+
+    def __init__(
+        self,
+        transport: Transport,
+        topic: str,
+        *,
+        max_in_flight: int,
+        rate: float | None = None,
+        started: float,
+    ) -> None:
+        self.transport = transport
+        self.topic = topic
+        self.max_in_flight = max_in_flight
+        self.rate = rate
+        self.started = started
+        self.sent = 0
+
+    async def send(self, messages: list[bytes], *, last: bool = False) -> None:
+        """Publish ``messages`` as reports (paced if ``rate``)."""
+        if self.rate is None:
+            await self.publish(messages)
+            return
+        step = max(1, int(self.rate / 10))  # slices of a tenth of a second's worth, on schedule
+        for first in range(0, len(messages), step):
+            await asyncio.sleep(max(0.0, self.started + self.sent / self.rate - time.monotonic()))
+            await self.publish(messages[first : first + step])
+
+    async def publish(
+        self, messages: Sequence[bytes], *, counted: bool = True, max_in_flight: int | None = None
+    ) -> None:
+        """Publish ``messages`` at once (never paced); ``counted``: they are reports."""
+        published = await publish_all(
+            self.transport,
+            ((self.topic, message) for message in messages),
+            max_in_flight=self.max_in_flight if max_in_flight is None else max_in_flight,
+        )
+        if counted:
+            self.sent += published
+
+    def summary(self) -> dict[str, Any]:
+        return {}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClientSealer:
+    """Seals the reports of this process's clients: k-RR with ``rng``, the fixed-size record,
+    the onion (:func:`~shuffledp.clients.client.make_client_messages`); with ``credentials``
+    client ``start + i`` reports the i-th value of a chunk, in its authenticator envelope."""
+
+    settings: ClientSettings
+    hop_public_keys: Sequence[PublicKey]
+    analyzer_public_key: PublicKey
+    rng: RandomSource
+    credentials: ProcessCredentials | None
+
+    def seal(self, start: int, chunk: npt.NDArray[Any], round_id: int | None = None) -> list[bytes]:
+        """The messages of clients ``start``, ``start + 1``, ... for ``chunk``, tagged for
+        ``round_id`` (default: the settings' round)."""
+        credentials = self.credentials
+        return make_client_messages(
+            chunk,
+            k=self.settings.k,
+            eps0=self.settings.eps0,
+            round_id=self.settings.round_id if round_id is None else round_id,
+            hop_public_keys=self.hop_public_keys,
+            analyzer_public_key=self.analyzer_public_key,
+            rng=self.rng,
+            credentials=None
+            if credentials is None
+            else [credentials.credential(start + i) for i in range(len(chunk))],
+        )
+
+
+PublisherWrapper = Callable[[ReportPublisher, ClientSealer], Publisher]
+"""Makes the publisher a process sends through from the plain one and the process's sealer
+(simulations only: :mod:`shuffledp.simulations.pipeline.chaos`)."""
+
+
+def check_values(values: npt.ArrayLike, k: int) -> npt.NDArray[Any]:
+    """``values`` as an array, or InvalidParameterError unless it is 1-d, of integers in [0, k)."""
+    data = np.asarray(values)
+    if data.ndim != 1 or (data.size and not np.issubdtype(data.dtype, np.integer)):
+        raise InvalidParameterError(
+            f"values must be a 1-d sequence of integers, got shape {data.shape} of {data.dtype}"
+        )
+    if data.size and (int(data.min()) < 0 or int(data.max()) >= k):
+        bad = data[(data < 0) | (data >= k)][0]
+        raise InvalidParameterError(f"every value must be in [0, k) = [0, {k}), got {bad}")
+    return data
+
+
 async def run_clients(
     transport: Transport,
     settings: ClientSettings,
@@ -81,165 +191,90 @@ async def run_clients(
     *,
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     credentials: ProcessCredentials | None = None,
-    chaos: int = 0,
     rate: float | None = None,
+    wrap: PublisherWrapper | None = None,
 ) -> dict[str, Any]:
     """Send one report per value (module docstring); returns ``{"sent", "seconds",
     "randomness", "authenticated"}``. With ``credentials`` (client authentication) the i-th
     value is reported by this process's i-th client, in its authenticator envelope.
 
-    ``chaos`` > 0 (needs ``credentials``; simulations only): also inject that many hostile
-    messages (:mod:`shuffledp.clients.chaos`) after the genuine reports they derive from and
-    before this process's last report; the result then has ``injected`` (by kind) and
-    ``expected_rejections`` (by reason, at hop 0). ``rate`` (simulations only): send at most
-    that many reports per second (a slow client population; default: as fast as possible).
+    ``rate`` (simulations only): send at most that many reports per second (a slow client
+    population; default: as fast as possible). ``wrap`` (simulations only): send through
+    ``wrap(publisher, sealer)`` instead of the plain publisher; its ``summary()`` is added to
+    the result.
 
-    Raises NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout``
-    seconds (then nothing was sent), InvalidParameterError for a value outside [0, k) (checked
-    for all values before anything is sent) or bad chaos/rate parameters."""
-    source: RandomSource = rng if rng is not None else SystemRandom()
-    data = np.asarray(values)
-    if data.ndim != 1 or (data.size and not np.issubdtype(data.dtype, np.integer)):
-        raise InvalidParameterError(
-            f"values must be a 1-d sequence of integers, got shape {data.shape} of {data.dtype}"
-        )
-    if data.size and (int(data.min()) < 0 or int(data.max()) >= settings.k):
-        bad = data[(data < 0) | (data >= settings.k)][0]
-        raise InvalidParameterError(f"every value must be in [0, k) = [0, {settings.k}), got {bad}")
-    require_int("chaos", chaos, 0)
+    NotReadyError if hop 0 does not announce ready within ``settings.ready_timeout`` seconds
+    (nothing sent then), InvalidParameterError for a value outside [0, k) (all checked before
+    anything is sent) or a bad rate."""
+    data = check_values(values, settings.k)
     if rate is not None:
         require_positive("rate", rate)
-    if chaos and credentials is None:
-        raise InvalidParameterError(
-            "chaos needs client authentication (credentials): without it injected second "
-            "reports would be taken as reports"
+    sealer = ClientSealer(
+        settings=settings,
+        hop_public_keys=list(hop_public_keys),
+        analyzer_public_key=analyzer_public_key,
+        rng=as_random_source(rng),
+        credentials=credentials,
+    )
+    name, ingress = settings.name, ingress_topic(settings.prefix, settings.round_id, 0)
+    async with Stage(
+        transport,
+        prefix=settings.prefix,
+        round_id=settings.round_id,
+        name=name,
+        downstream="hop-0",
+    ) as stage:
+        await stage.announce("waiting")
+        await stage.await_downstream(
+            settings.ready_timeout, who=f"{name}: hop-0 of round {settings.round_id}"
         )
-    if chaos and data.size < 2:
-        raise InvalidParameterError(
-            f"chaos needs a process hosting at least 2 clients, got {data.size}"
-        )
-    hops = list(hop_public_keys)
-    ingress = ingress_topic(settings.prefix, settings.round_id, 0)
-    hop0_status = status_topic(settings.prefix, settings.round_id, "hop-0")
-    stage = settings.name
-
-    def seal(start: int, chunk: npt.NDArray[Any], round_id: int | None = None) -> list[bytes]:
-        return make_client_messages(
-            chunk,
-            k=settings.k,
-            eps0=settings.eps0,
-            round_id=settings.round_id if round_id is None else round_id,
-            hop_public_keys=hops,
-            analyzer_public_key=analyzer_public_key,
-            rng=source,
-            credentials=None
-            if credentials is None
-            else [credentials.credential(start + i) for i in range(len(chunk))],
-        )
-
-    # Another round for chaos "old-round" reports: the previous one (or the next, for round 0).
-    other_round = settings.round_id - 1 if settings.round_id > 0 else settings.round_id + 1
-
-    def fresh_report(index: int, old_round: bool) -> bytes:
-        """A new authentic message of client ``index`` (it already reported: chaos only)."""
-        return seal(index, data[index : index + 1], other_round if old_round else None)[0]
-
-    async with (
-        Inbox(transport, name=f"{stage}-inbox") as inbox,
-        retained_status(transport, settings.prefix, settings.round_id, stage),
-    ):
-        await transport.subscribe(hop0_status)
-        await publish_state(transport, settings.prefix, settings.round_id, stage, "waiting")
-        waited = time.monotonic()
-        while True:
-            remaining = settings.ready_timeout - (time.monotonic() - waited)
-            if remaining <= 0:
-                await publish_state(
-                    transport,
-                    settings.prefix,
-                    settings.round_id,
-                    stage,
-                    "failed",
-                    error="hop-0 not ready",
-                )
-                raise NotReadyError(
-                    f"{stage}: hop-0 of round {settings.round_id} did not announce ready within "
-                    f"{settings.ready_timeout} s (is it running, on the same broker, with prefix "
-                    f"{settings.prefix!r}?)"
-                )
-            message = await inbox.get(remaining)
-            if message is None or message.topic != hop0_status:
-                continue
-            body = decode_json(message.payload)
-            if body is not None and body.get("state") in READY_STATES:
-                break
-        await publish_state(transport, settings.prefix, settings.round_id, stage, "working")
+        await stage.announce("working")
         started = time.monotonic()
-        total = int(data.size)
-        sent = 0
-        starts = list(range(0, total, CHUNK))
-        chunks = [data[i : i + CHUNK] for i in starts]
-        pending = asyncio.create_task(asyncio.to_thread(seal, 0, chunks[0])) if chunks else None
-        last_progress = 0.0
-        sources: list[bytes] = []
-        chaos_batch: ChaosBatch | None = None
-        for index in range(len(chunks)):
-            assert pending is not None
-            messages = await pending
-            pending = (
-                asyncio.create_task(asyncio.to_thread(seal, starts[index + 1], chunks[index + 1]))
-                if index + 1 < len(chunks)
-                else None
-            )
-            held_back: list[bytes] = []
-            if chaos and index + 1 == len(chunks):
-                messages, held_back = messages[:-1], messages[-1:]
-            if rate is None:
-                sent += await publish_all(
-                    transport,
-                    ((ingress, message) for message in messages),
-                    max_in_flight=settings.max_in_flight,
-                )
-            else:  # paced: slices of a tenth of a second's worth, each on schedule
-                step = max(1, int(rate / 10))
-                for first in range(0, len(messages), step):
-                    await asyncio.sleep(max(0.0, started + sent / rate - time.monotonic()))
-                    sent += await publish_all(
-                        transport,
-                        ((ingress, m) for m in messages[first : first + step]),
-                        max_in_flight=settings.max_in_flight,
-                    )
-            if chaos and not sources:
-                sources = list(messages)
-            if held_back:
-                chaos_batch = await asyncio.to_thread(
-                    make_chaos_messages, genuine=sources, count=chaos, fresh_report=fresh_report
-                )
-                await publish_all(
-                    transport,
-                    ((ingress, message) for message in chaos_batch.messages),
-                    max_in_flight=settings.max_in_flight,
-                )
-                sent += await publish_all(
-                    transport, ((ingress, m) for m in held_back), max_in_flight=1
-                )
-            if time.monotonic() - last_progress >= PROGRESS_INTERVAL or sent == total:
-                last_progress = time.monotonic()
-                await publish_progress(
-                    transport, settings.prefix, settings.round_id, stage, sent=sent, total=total
-                )
+        plain = ReportPublisher(
+            transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
+        )
+        publisher: Publisher = plain if wrap is None else wrap(plain, sealer)
+        await _send_all(stage, sealer, publisher, data)
         seconds = time.monotonic() - started
         result = {
-            "sent": sent,
+            "sent": publisher.sent,
             "seconds": round(seconds, 6),
-            "randomness": source.name,
+            "randomness": sealer.rng.name,
             "authenticated": credentials is not None,
+            **publisher.summary(),
         }
-        if chaos_batch is not None:
-            result["injected"] = chaos_batch.injected
-            result["expected_rejections"] = chaos_batch.expected_rejections
-        await publish_state(transport, settings.prefix, settings.round_id, stage, "done", **result)
-    logger.info("%s round %d: sent %d reports in %.2f s", stage, settings.round_id, sent, seconds)
+        await stage.announce("done", **result)
+    logger.info(
+        "%s round %d: sent %d reports in %.2f s", name, settings.round_id, publisher.sent, seconds
+    )
     return result
+
+
+async def _send_all(
+    stage: Stage, sealer: ClientSealer, publisher: Publisher, data: npt.NDArray[Any]
+) -> None:
+    """Seal chunk i + 1 in a worker thread while chunk i is published; progress at most every
+    PROGRESS_INTERVAL seconds, and once everything is sent."""
+    total = int(data.size)
+    starts = list(range(0, total, CHUNK))
+    chunks = [data[i : i + CHUNK] for i in starts]
+
+    def seal_ahead(index: int) -> asyncio.Future[list[bytes]] | None:
+        if index >= len(chunks):
+            return None
+        work = asyncio.to_thread(sealer.seal, starts[index], chunks[index])
+        return stage.start(work, name=f"{stage.name}-seal-{index}")
+
+    pending = seal_ahead(0)
+    last_progress = 0.0
+    for index in range(len(chunks)):
+        assert pending is not None
+        messages = await pending
+        pending = seal_ahead(index + 1)
+        await publisher.send(messages, last=index + 1 == len(chunks))
+        sent = publisher.sent
+        if time.monotonic() - last_progress >= PROGRESS_INTERVAL or sent == total:
+            last_progress = time.monotonic()
+            await stage.progress(sent=sent, total=total)

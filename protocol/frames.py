@@ -2,7 +2,7 @@
 
 Clients publish one MQTT message per report to hop 0. After a hop has permuted its batch, the
 order is already random, so the batch travels on as a few large frames instead of one message
-per report (TRANSPORT.md: the per-publish cost of the Python MQTT client, not the broker, is the
+per report (docs/transport.md: the per-publish cost of the Python MQTT client, not the broker, is the
 bottleneck). A batch is ``DATA`` frames numbered 0..F-1, each holding whole messages of one
 fixed length back to back, then one ``END`` frame that says how many data frames and messages
 were sent and carries the upstream stages' round logs (counts only, no message content).

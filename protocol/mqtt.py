@@ -6,7 +6,7 @@ subscription uses QoS 1 (at least once): a duplicate delivery is caught by the s
 and counted, while QoS 0 could lose a report silently. Publishing waits for the broker's PUBACK;
 :func:`~shuffledp.protocol.transport.publish_all` keeps many in flight, bounded by
 ``max_in_flight`` (paho-mqtt overwrites QoS 1 messages silently past 65,535 unacknowledged ones,
-TRANSPORT.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
+docs/transport.md, so the bound also protects against that). ``mqtts://host[:port]`` connects over
 TLS (:class:`MqttTransport`, :mod:`shuffledp.security.tls`).
 
 Why aiomqtt: the maintained asyncio MQTT client (successor of asyncio-mqtt) on top of paho-mqtt.
@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import logging
 import os
 import re
@@ -58,6 +59,19 @@ _QUIET.setLevel(logging.ERROR)
 _RECONNECT_LOG = logging.getLogger("shuffledp.reconnect")
 
 
+_UNREACHABLE = {errno.ECONNREFUSED, errno.EHOSTUNREACH, errno.ENETUNREACH, errno.EADDRNOTAVAIL}
+
+
+def _unreachable(cause: BaseException | None) -> str | None:
+    """Why no connection could be opened at all (nothing listens, no route, a name that does not
+    resolve), in lower case; None for any other failure (TLS, refused login, timeout)."""
+    if isinstance(cause, socket.gaierror) or (
+        isinstance(cause, OSError) and cause.errno in _UNREACHABLE
+    ):
+        return str(cause.strerror or cause).lower()
+    return None
+
+
 class MqttConnectionError(BrokerError):
     """The broker could not be reached, or the connection was lost."""
 
@@ -87,36 +101,36 @@ def parse_broker_address(url: str) -> BrokerAddress:
     """
     if not isinstance(url, str):
         raise InvalidParameterError(
-            f"broker URL must be a string mqtt[s]://host[:port], got {url!r}"
+            f"--broker URL must be a string mqtt[s]://host[:port], got {url!r}"
         )
     if url != url.strip() or any(ch.isspace() or ord(ch) < 32 for ch in url):
-        raise InvalidParameterError(f"broker URL must not contain whitespace, got {url!r}")
+        raise InvalidParameterError(f"--broker URL must not contain whitespace, got {url!r}")
     scheme, sep, rest = url.partition("://")
     if not sep or scheme.lower() not in _SCHEME_PORTS:
         raise InvalidParameterError(
-            f"broker URL must start with mqtt:// or mqtts:// (form mqtt://host[:port], or "
+            f"--broker URL must start with mqtt:// or mqtts:// (form mqtt://host[:port], or "
             f"mqtts://host[:port] for TLS), got {url!r}"
         )
     tls = scheme.lower() == "mqtts"
     netloc, _, tail = _split_netloc(rest)
     if tail:
         raise InvalidParameterError(
-            f"broker URL must have no path, query or fragment (form mqtt[s]://host[:port]), "
+            f"--broker URL must have no path, query or fragment (form mqtt[s]://host[:port]), "
             f"got {url!r}"
         )
     if "@" in netloc:
         raise InvalidParameterError(
-            f"broker URL must not contain user credentials (form mqtt[s]://host[:port]), "
+            f"--broker URL must not contain user credentials (form mqtt[s]://host[:port]), "
             f"got {url!r}"
         )
     host, port_text = _split_host_port(netloc)
     if not host:
         raise InvalidParameterError(
-            f"broker URL must name a host (form mqtt[s]://host[:port]), got {url!r}"
+            f"--broker URL must name a host (form mqtt[s]://host[:port]), got {url!r}"
         )
     if not _HOST_RE.fullmatch(host):
         raise InvalidParameterError(
-            f"broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
+            f"--broker URL host must be a host name or an IP address, got {host!r} in {url!r}"
         )
     if port_text is None:
         port = _SCHEME_PORTS[scheme.lower()]
@@ -124,7 +138,7 @@ def parse_broker_address(url: str) -> BrokerAddress:
         port = int(port_text)
     else:
         raise InvalidParameterError(
-            f"broker URL port must be an integer in 1..65535, got {port_text!r} in {url!r}"
+            f"--broker URL port must be an integer in 1..65535, got {port_text!r} in {url!r}"
         )
     if host.startswith("["):
         host = host[1:-1]
@@ -132,7 +146,7 @@ def parse_broker_address(url: str) -> BrokerAddress:
             socket.inet_pton(socket.AF_INET6, host)
         except OSError:
             raise InvalidParameterError(
-                f"broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
+                f"--broker URL host in brackets must be an IPv6 address, got {host!r} in {url!r}"
             ) from None
     return BrokerAddress(host=host, port=port, tls=tls)
 
@@ -356,6 +370,10 @@ class MqttTransport:
             where = f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} ({who})"
             # aiomqtt raises MqttError(str(error)) from None: the TLS error is the context.
             cause = exc.__cause__ or exc.__context__
+            unreachable = _unreachable(cause)
+            if unreachable is not None:
+                message = f"cannot reach the broker at {self.url}: {unreachable}"
+                raise MqttConnectionError(message) from exc
             if isinstance(cause, ssl.SSLCertVerificationError):
                 reason = cause.verify_message or cause.reason or "verification failed"
                 message = (

@@ -8,6 +8,8 @@ this is what makes the start order of the processes irrelevant.
 
 :class:`Inbox` pumps ``transport.messages()`` into a queue from a named task, so that waiting for
 the next message can time out without closing the transport's async iterator.
+:class:`~shuffledp.protocol.stage.Stage` puts these pieces together into the steps every stage
+takes (collect, await the downstream's ready, settle).
 """
 
 from __future__ import annotations
@@ -131,18 +133,23 @@ class Inbox:
 
     Use as ``async with Inbox(transport) as inbox:``; ``await inbox.get(timeout)`` returns the
     next message, or None if none came within ``timeout`` seconds. If the transport fails
-    (connection lost), ``get`` raises its error.
+    (connection lost), ``get`` raises its error. ``group``: start the pump as a task of this
+    TaskGroup (a :class:`~shuffledp.protocol.stage.Stage` does) rather than a free task.
     """
 
-    def __init__(self, transport: Transport, *, name: str = "inbox") -> None:
+    def __init__(
+        self, transport: Transport, *, name: str = "inbox", group: asyncio.TaskGroup | None = None
+    ) -> None:
         self._transport = transport
+        self._group = group
         self._queue: asyncio.Queue[Message | BaseException] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
         self._name = name
         self._failure: BaseException | None = None
 
     async def __aenter__(self) -> Inbox:
-        self._task = asyncio.create_task(self._pump(), name=self._name)
+        spawn = asyncio.create_task if self._group is None else self._group.create_task
+        self._task = spawn(self._pump(), name=self._name)
         return self
 
     async def __aexit__(self, *exc_info: object) -> None:

@@ -21,36 +21,32 @@ def validate_prefix(prefix: str) -> str:
     $SYS), no NUL or other control character, encodable as UTF-8.
     """
     if not isinstance(prefix, str):
-        raise InvalidParameterError(f"topic prefix must be a string, got {prefix!r}")
+        raise InvalidParameterError(f"--prefix must be a string, got {prefix!r}")
     if not prefix:
-        raise InvalidParameterError("topic prefix must be non-empty, got ''")
+        raise InvalidParameterError("--prefix must be non-empty, got ''")
     for char in ("+", "#"):
         if char in prefix:
             raise InvalidParameterError(
-                f"topic prefix must not contain the MQTT wildcard {char!r}, got {prefix!r}"
+                f"--prefix must not contain the MQTT wildcard {char!r}, got {prefix!r}"
             )
     if "" in prefix.split("/"):
         raise InvalidParameterError(
-            f"topic prefix must not have empty levels (leading, trailing or doubled '/'), "
+            f"--prefix must not have empty levels (leading, trailing or doubled '/'), "
             f"got {prefix!r}"
         )
     if prefix.startswith("$"):
         raise InvalidParameterError(
-            f"topic prefix must not start with '$' (reserved for the broker), got {prefix!r}"
+            f"--prefix must not start with '$' (reserved for the broker), got {prefix!r}"
         )
     if any(ord(c) < 0x20 or 0x7F <= ord(c) <= 0x9F for c in prefix):
-        raise InvalidParameterError(
-            f"topic prefix must not contain control characters, got {prefix!r}"
-        )
+        raise InvalidParameterError(f"--prefix must not contain control characters, got {prefix!r}")
     try:
         size = len(prefix.encode("utf-8"))
     except UnicodeEncodeError as exc:
-        raise InvalidParameterError(
-            f"topic prefix must be encodable as UTF-8, got {prefix!r}"
-        ) from exc
+        raise InvalidParameterError(f"--prefix must be encodable as UTF-8, got {prefix!r}") from exc
     if size > MAX_TOPIC_BYTES - 100:  # room for the round and stage levels
         raise InvalidParameterError(
-            f"topic prefix must be at most {MAX_TOPIC_BYTES - 100} bytes in UTF-8, got {size}"
+            f"--prefix must be at most {MAX_TOPIC_BYTES - 100} bytes in UTF-8, got {size}"
         )
     return prefix
 

@@ -20,7 +20,7 @@ analyzer; :func:`require_journaling` checks that a connection can do that).
 :class:`MemoryBroker` / :class:`MemoryTransport` implement it inside one event loop, for unit
 tests; :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
 :func:`publish_all` keeps a bounded number of publishes in flight, which is what makes MQTT
-clients fast (TRANSPORT.md: about 100 us of client CPU per publish, mostly waiting).
+clients fast (docs/transport.md: about 100 us of client CPU per publish, mostly waiting).
 """
 
 from __future__ import annotations

@@ -4,23 +4,46 @@ Every randomized component (k-RR in the clients, the permutation in each shuffle
 :class:`RandomSource`. :class:`SystemRandom` draws from ``os.urandom`` (the OS CSPRNG) and is
 the default; :class:`SeededRandom` wraps numpy's PCG64 for reproducible simulations and says so
 in its ``name``, which reports carry. numpy's PCG64 is not a cryptographic generator even when
-seeded from os.urandom (TRANSPORT.md), so it is never the default.
+seeded from os.urandom (docs/transport.md), so it is never the default.
+
+Wherever a component takes randomness (``rng=`` or ``seed=``) it goes through one adapter,
+:func:`as_random_source` for ``rng=`` (None is the OS CSPRNG, a numpy ``Generator`` is used as it
+is through :class:`GeneratorRandom`, a :class:`RandomSource` is kept) and :func:`source_from_seed`
+/ :func:`seed_value` for ``seed=`` (None, an int, or a numpy ``Generator`` a seed is drawn from).
+Each source's ``name`` says which kind it is (:func:`source_kind`: os, seeded, generator).
 
 Why not ``secrets.SystemRandom``: it draws one Python int at a time (1.67 s for a permutation of
-1e6 items, TRANSPORT.md); these draw whole arrays from one ``os.urandom`` call.
+1e6 items, docs/transport.md); these draw whole arrays from one ``os.urandom`` call.
 """
 
 from __future__ import annotations
 
 import os
-from typing import Protocol
+from typing import Literal, Protocol, TypeAlias, runtime_checkable
 
 import numpy as np
 import numpy.typing as npt
 
+from shuffledp.errors import InvalidParameterError
+
+__all__ = [
+    "GeneratorRandom",
+    "RandomLike",
+    "RandomSource",
+    "SeedLike",
+    "SeededRandom",
+    "SystemRandom",
+    "as_random_source",
+    "default_source",
+    "seed_value",
+    "source_from_seed",
+    "source_kind",
+]
+
 _TWO_64 = 1 << 64
 
 
+@runtime_checkable
 class RandomSource(Protocol):
     """Uniform integers and uniform floats, as arrays."""
 
@@ -82,23 +105,119 @@ class SystemRandom(_WordSource):
         return np.frombuffer(os.urandom(8 * size), dtype=np.uint64).copy()
 
 
-class SeededRandom(_WordSource):
-    """numpy PCG64 from a seed: reproducible simulations only, never a privacy guarantee."""
+class GeneratorRandom(_WordSource):
+    """A numpy ``Generator`` the caller made (reproducible if it was seeded; never a privacy
+    guarantee). Its words are the Generator's own ``integers(0, 2^64, dtype=uint64)``, so
+    ``GeneratorRandom(np.random.default_rng(s))`` draws exactly what ``SeededRandom(s)`` draws."""
 
-    def __init__(self, seed: int) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
-            raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
-        self.seed = seed
-        self._generator = np.random.Generator(np.random.PCG64(seed))
+    def __init__(self, generator: np.random.Generator) -> None:
+        if not isinstance(generator, np.random.Generator):
+            raise InvalidParameterError(
+                f"generator must be a numpy Generator, got {type(generator).__name__}"
+            )
+        self._generator = generator
+
+    @property
+    def generator(self) -> np.random.Generator:
+        return self._generator
 
     @property
     def name(self) -> str:
-        return f"seeded-pcg64(seed={self.seed})"
+        return f"numpy-generator({type(self._generator.bit_generator).__name__})"
 
     def uint64(self, size: int) -> npt.NDArray[np.uint64]:
         return self._generator.integers(0, _TWO_64, size=size, dtype=np.uint64, endpoint=False)
 
 
-def default_source(seed: int | None = None) -> RandomSource:
-    """SystemRandom unless a seed is given (then SeededRandom, and its name says so)."""
-    return SystemRandom() if seed is None else SeededRandom(seed)
+class SeededRandom(GeneratorRandom):
+    """numpy PCG64 from a seed: reproducible simulations only, never a privacy guarantee."""
+
+    def __init__(self, seed: int) -> None:
+        if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+            raise InvalidParameterError(f"seed must be a non-negative integer, got {seed!r}")
+        self.seed = seed
+        super().__init__(np.random.Generator(np.random.PCG64(seed)))
+
+    @property
+    def name(self) -> str:
+        return f"seeded-pcg64(seed={self.seed})"
+
+
+#: What every ``rng=`` argument accepts: None (the OS CSPRNG), a numpy ``Generator``, or a
+#: :class:`RandomSource`.
+RandomLike: TypeAlias = "RandomSource | np.random.Generator | None"
+#: What every ``seed=`` argument accepts: None (the OS CSPRNG), an int >= 0, or a numpy
+#: ``Generator`` (a seed is drawn from it).
+SeedLike: TypeAlias = "np.random.Generator | int | None"
+
+
+def as_random_source(rng: RandomLike, name: str = "rng") -> RandomSource:
+    """The one adapter from an ``rng=`` argument to a :class:`RandomSource`.
+
+    None: :class:`SystemRandom` (the OS CSPRNG, the default); a numpy ``Generator``:
+    :class:`GeneratorRandom` over it (its state advances as it is used); a RandomSource: itself.
+    Anything else (an int, a legacy ``RandomState``) is an InvalidParameterError naming ``name``;
+    a seed goes to a ``seed=`` argument (:func:`source_from_seed`) or into
+    ``np.random.default_rng(seed)``.
+    """
+    if rng is None:
+        return SystemRandom()
+    if isinstance(rng, np.random.Generator):
+        return GeneratorRandom(rng)
+    if isinstance(rng, RandomSource) and not isinstance(rng, np.random.RandomState):
+        return rng
+    hint = (
+        f"; for a seed pass np.random.default_rng({rng})"
+        if isinstance(rng, int | np.integer) and not isinstance(rng, bool)
+        else ""
+    )
+    raise InvalidParameterError(
+        f"{name} must be a RandomSource, a numpy Generator or None (the OS CSPRNG), got "
+        f"{type(rng).__name__} {rng!r}{hint}"
+    )
+
+
+def source_from_seed(seed: SeedLike, name: str = "seed") -> RandomSource:
+    """The source of a ``seed=`` argument: None the OS CSPRNG, an int >= 0
+    :class:`SeededRandom`, a numpy ``Generator`` :class:`GeneratorRandom` over it."""
+    if isinstance(seed, np.random.Generator):
+        return GeneratorRandom(seed)
+    value = seed_value(seed, name)
+    return SystemRandom() if value is None else SeededRandom(value)
+
+
+def seed_value(seed: SeedLike, name: str = "seed") -> int | None:
+    """A ``seed=`` argument as a seed that can be written down (passed to another process):
+    None stays None (the OS CSPRNG), an int >= 0 is checked, a numpy ``Generator`` gives one
+    63-bit seed drawn from it (reproducible if the Generator was seeded). InvalidParameterError
+    naming ``name`` otherwise."""
+    if seed is None:
+        return None
+    if isinstance(seed, np.random.Generator):
+        return int(seed.integers(0, 2**63, dtype=np.int64))
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+        raise InvalidParameterError(
+            f"{name} must be None (the OS CSPRNG), an integer >= 0 or a numpy Generator, got "
+            f"{type(seed).__name__} {seed!r}"
+        )
+    if seed < 0:
+        raise InvalidParameterError(f"{name} must be >= 0, got {seed}")
+    return int(seed)
+
+
+def source_kind(source: RandomSource) -> Literal["os", "seeded", "generator", "custom"]:
+    """Which kind of randomness a source is, for reports: the OS CSPRNG, a seed, a caller's
+    numpy Generator, or another RandomSource."""
+    if isinstance(source, SystemRandom):
+        return "os"
+    if isinstance(source, SeededRandom):
+        return "seeded"
+    if isinstance(source, GeneratorRandom):
+        return "generator"
+    return "custom"
+
+
+def default_source(seed: SeedLike = None) -> RandomSource:
+    """SystemRandom unless a seed is given (then SeededRandom, and its name says so; a numpy
+    Generator: GeneratorRandom). The same as :func:`source_from_seed`."""
+    return source_from_seed(seed)

@@ -1,2 +1,2 @@
 """shuffledp.shuffler: the mixnet-style cascade of hops (batch, peel one onion layer, permute,
-forward), with its journal for crash recovery; see README.md, "Architecture"."""
+forward), with its journal for crash recovery; see docs/architecture.md."""

@@ -60,7 +60,7 @@ from shuffledp.protocol.errors import (
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.validation import require_int
 
@@ -149,7 +149,7 @@ class HopRound:
         private_key: PrivateKey,
         expected_size: int,
         min_batch: int,
-        rng: RandomSource | None = None,
+        rng: RandomLike = None,
         verifier: ClientVerifier | None = None,
     ) -> None:
         require_int("n_hops", n_hops, 1)
@@ -158,15 +158,13 @@ class HopRound:
         require_int("expected_size", expected_size, 1)
         require_int("min_batch", min_batch, 1, expected_size, bound="[1, expected_size]")
         require_private_key(private_key)
-        if rng is not None and not callable(getattr(rng, "uint64", None)):
-            raise InvalidParameterError(f"rng must be a RandomSource, got {rng!r}")
         self._hop_index = hop_index
         self._n_hops = n_hops
         self._round_id = round_id
         self._key = private_key
         self._expected_size = expected_size
         self._min_batch = min_batch
-        self._rng: RandomSource = rng if rng is not None else SystemRandom()
+        self._rng: RandomSource = as_random_source(rng)
         if verifier is not None:
             if not isinstance(verifier, ClientVerifier):
                 raise InvalidParameterError(

@@ -1,4 +1,5 @@
-"""A shuffler hop as a service: one round over a transport (thin asyncio shell over HopRound).
+"""A shuffler hop as a service: one round over a transport (HopRound, the pure core, run by a
+:class:`~shuffledp.protocol.stage.Stage`: collect, await the downstream's ready, settle).
 
 ``await run_hop(transport, settings, private_key)``:
 
@@ -36,10 +37,11 @@ counts from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -57,27 +59,12 @@ from shuffledp.protocol.journal import (
 )
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.record import MAX_ROUND_ID
-from shuffledp.protocol.runtime import (
-    READY_STATES,
-    Inbox,
-    NotReadyError,
-    closing_time,
-    decode_json,
-    peel_pool,
-    publish_progress,
-    publish_state,
-    retained_status,
-)
+from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
-from shuffledp.protocol.topics import analyzer_topic, ingress_topic, status_topic, validate_prefix
-from shuffledp.protocol.transport import (
-    AcknowledgingTransport,
-    Message,
-    Transport,
-    publish_all,
-    require_journaling,
-)
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.protocol.stage import CollectClock, Stage, with_write
+from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_prefix
+from shuffledp.protocol.transport import Transport, publish_all, require_journaling
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.validation import require_int, require_positive
 
@@ -85,8 +72,6 @@ __all__ = ["HopResult", "HopSettings", "run_hop", "stage_name"]
 
 logger = logging.getLogger("shuffledp.hop")
 
-PROGRESS_INTERVAL = 0.5
-"""Seconds between progress messages while a stage works."""
 OFFER_CHUNK = 4096
 """Messages peeled per worker-thread call (peeling runs off the event loop, which must keep
 answering the broker's keep-alives during a large batch)."""
@@ -163,7 +148,7 @@ async def run_hop(
     settings: HopSettings,
     private_key: PrivateKey,
     *,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     on_progress: Callable[[dict[str, Any]], None] | None = None,
     verifier: ClientVerifier | None = None,
     state_dir: str | os.PathLike[str] | None = None,
@@ -177,7 +162,7 @@ async def run_hop(
     belongs to other settings, is in use by another process or cannot be written."""
     if not isinstance(settings, HopSettings):
         raise InvalidParameterError(f"settings must be HopSettings, got {type(settings).__name__}")
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     hop = HopRound(
         hop_index=settings.hop_index,
         n_hops=settings.n_hops,
@@ -207,244 +192,254 @@ async def run_hop(
         async with peel_pool(settings.stage) as mapper:
             if journal is not None and journal.contents.closed is None:
                 await asyncio.to_thread(replay, journal.contents, hop, assembler, mapper=mapper)
-            return await _run_hop(
-                transport, settings, hop, assembler, journal, source, mapper, on_progress
+            intake = _HopIntake(
+                settings=settings, hop=hop, assembler=assembler, journal=journal, mapper=mapper
             )
+            return await _run_hop(transport, settings, intake, source, on_progress)
     finally:
         if journal is not None:
             journal.close()
 
 
-async def _run_hop(
-    transport: Transport,
-    settings: HopSettings,
-    hop: HopRound,
-    assembler: FrameAssembler | None,
-    journal: HopJournal | None,
-    source: RandomSource,
-    mapper: Mapper,
-    on_progress: Callable[[dict[str, Any]], None] | None,
-) -> HopResult:
-    stage = settings.stage
-    ingress, egress = settings.ingress, settings.egress  # built once: topics validate the prefix
-    downstream_status = status_topic(settings.prefix, settings.round_id, settings.downstream)
-    item_length = message_length(settings.hop_index + 1, settings.n_hops)
-    log: dict[str, Any] = {
-        "stage": stage,
-        "randomness": source.name,
-        "clients_authenticated": hop.authenticated,
-    }
-    downstream_ready = False
-    upstream_aborted: str | None = None
-    acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
-    resumed = journal.contents.closed if journal is not None else None
-    if journal is not None:
-        log["journal"] = {
-            "resumed_inputs": journal.contents.inputs,
-            "resumed_closed": resumed is not None,
-            "dropped_bytes": journal.contents.dropped_bytes,
-        }
+@dataclass(slots=True, kw_only=True)
+class _HopIntake:
+    """What hop ``settings.hop_index`` does with a burst of inputs (a :class:`Intake`): hop 0
+    offers client messages to HopRound, a later hop reassembles its upstream's frames first;
+    with a journal, the burst is journaled while it is offered (in parallel threads)."""
 
-    def note_status(payload: bytes) -> None:
-        nonlocal downstream_ready
-        body = decode_json(payload)  # an empty payload: the status was cleared, the stage left
-        downstream_ready = body is not None and body.get("state") in READY_STATES
+    settings: HopSettings
+    hop: HopRound
+    assembler: FrameAssembler | None
+    journal: HopJournal | None
+    mapper: Mapper
+    ingress: str = field(init=False)  # built once: a topic validates the prefix
+    burst: int = field(init=False)
 
-    def settle(messages: Iterable[Message]) -> None:
-        """Acknowledge ``messages``: the broker may forget them (they are journaled or were not
-        to be kept). Every message is settled, else the broker's window of unacknowledged
-        messages fills up and it stops delivering, the downstream's status included."""
-        if acknowledging is not None:
-            for message in messages:
-                acknowledging.ack(message)
+    def __post_init__(self) -> None:
+        self.ingress = self.settings.ingress
+        self.burst = OFFER_CHUNK if self.assembler is None else FRAME_BURST
 
-    def collected_all() -> bool:
+    def complete(self) -> bool:
         """Hop 0: the batch is full; a later hop: the upstream's batch is complete."""
-        return hop.is_full if assembler is None else assembler.complete
+        return self.hop.is_full if self.assembler is None else self.assembler.complete
 
-    async def take(messages: list[Message]) -> None:
-        """Offer a burst of inputs and journal it (in parallel threads), then acknowledge it."""
-        payloads = [message.payload for message in messages]
+    def counts(self) -> dict[str, Any]:
+        counts = {"accepted": self.hop.accepted, "rejected": sum(self.hop.rejected.values())}
+        counts["expected"] = self.settings.expected_size
+        return counts
+
+    async def take(self, payloads: list[bytes]) -> None:
+        hop, assembler, journal, mapper = self.hop, self.assembler, self.journal, self.mapper
         if journal is None and assembler is None and len(payloads) < 64:
             feed_inputs(hop, None, payloads)  # a thread hop would cost more than the peeling
         elif journal is None:
             await asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper)
         else:
-            await asyncio.gather(
+            await with_write(
                 asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper),
-                asyncio.to_thread(journal.append_inputs, payloads),
-            )
-        settle(messages)
-
-    def journal_log() -> None:
-        if journal is not None:
-            log["journal"].update(
-                syncs=journal.syncs,
-                bytes=journal.bytes_written,
-                sync_seconds=round(journal.sync_seconds, 6),
+                functools.partial(journal.append_inputs, payloads),
             )
 
-    async with (
-        Inbox(transport, name=f"{stage}-inbox") as inbox,
-        retained_status(transport, settings.prefix, settings.round_id, stage),
-    ):
-        await transport.subscribe(ingress)
-        await transport.subscribe(downstream_status)
-        await publish_state(transport, settings.prefix, settings.round_id, stage, "ready")
-        started = time.monotonic()
-        log["ready_at"] = time.time()
-        next_progress = started + PROGRESS_INTERVAL
-        timed_out = False
-
-        async def progress() -> None:
-            counts = {"accepted": hop.accepted, "rejected": sum(hop.rejected.values())}
-            counts["expected"] = settings.expected_size
-            if on_progress is not None:
-                on_progress(counts)
-            await publish_progress(transport, settings.prefix, settings.round_id, stage, **counts)
-
-        # --- collect (nothing to collect if the batch was released before a restart) -----
-        first_arrival: float | None = None
-        if assembler is not None and assembler.frames_received:  # resumed from the journal
-            first_arrival = started
-        while resumed is None and not collected_all():
-            now = time.monotonic()
-            close_at = closing_time(
-                stage_index=settings.hop_index,
-                ready_at=started,
-                first_arrival=first_arrival,
-                deadline=settings.deadline,
-            )
-            if now >= close_at:
-                timed_out = True
-                break
-            if now >= next_progress:
-                await progress()
-                next_progress = now + PROGRESS_INTERVAL
-            message = await inbox.get(min(close_at, next_progress) - now)
-            if message is None:
-                continue
-            # Take every message that has already arrived and offer them together (one thread
-            # hop, parallel peeling, one journal fsync for the burst).
-            burst_limit = OFFER_CHUNK if assembler is None else FRAME_BURST
-            inputs: list[Message] = []
-            others: list[Message] = []
-            for item in [message, *inbox.drain(burst_limit - 1)]:
-                if item.topic == ingress:
-                    inputs.append(item)
-                else:
-                    if item.topic == downstream_status:
-                        note_status(item.payload)
-                    others.append(item)
-            settle(others)
-            if not inputs:
-                continue
-            if first_arrival is None:
-                first_arrival = time.monotonic()
-            await take(inputs)
-        if assembler is not None and assembler.complete:
-            aborted = (assembler.log or {}).get("aborted")
+    def upstream_aborted(self) -> str | None:
+        """Why the upstream refused the round (its END frame's ``aborted``), or None."""
+        if self.assembler is not None and self.assembler.complete:
+            aborted = (self.assembler.log or {}).get("aborted")
             if aborted:
-                upstream_aborted = str(aborted)
-        collected = time.monotonic()
-        if resumed is None:
-            await progress()
+                return str(aborted)
+        return None
 
-        # --- close -----------------------------------------------------------------------
-        stages: dict[str, Any] = {}
-        refused: str | None = None
-        messages: list[bytes] = []
-        if resumed is not None:
-            # Released before the restart: the same batch, order and logs again.
-            messages, refused = resumed.messages, resumed.refused
-            log = {**resumed.log, "journal": log["journal"]}
-            stages = {**resumed.stages, stage: log}
-            timed_out = bool(log.get("timed_out"))
-        else:
-            if assembler is not None:
-                stages.update((assembler.log or {}).get("stages", {}))
-                log["frames_rejected"] = dict(assembler.rejected)
-                log["upstream_complete"] = assembler.complete
-            log["timed_out"] = timed_out
-            if upstream_aborted is not None:
-                refused = f"upstream refused the round: {upstream_aborted}"
-            else:
-                try:
-                    output = await asyncio.to_thread(hop.close)
-                    messages = output.messages
-                except BatchTooSmall as exc:
-                    refused = str(exc)
-            log.update(
-                accepted=hop.accepted,
-                rejected=hop.rejected,
-                forwarded=len(messages),
-                collect_seconds=round(collected - started, 6),
-            )
-            stages[stage] = log
-            if journal is not None:
-                # On disk before the first frame goes out: a restart publishes these again.
-                journal_log()
-                batch = ClosedBatch(
-                    messages=messages,
-                    item_length=item_length,
-                    refused=refused,
-                    log=log,
-                    stages=stages,
-                )
-                await asyncio.to_thread(journal.append_closed, batch)
-        end_log: dict[str, Any] = {"stages": stages, "aborted": refused}
 
-        # --- forward ---------------------------------------------------------------------
-        deadline = time.monotonic() + settings.ready_timeout
-        while not downstream_ready:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                await publish_state(
-                    transport,
-                    settings.prefix,
-                    settings.round_id,
-                    stage,
-                    "failed",
-                    error=f"{settings.downstream} not ready",
-                )
-                raise NotReadyError(
-                    f"{stage} of round {settings.round_id}: {settings.downstream} did not "
-                    f"announce ready within {settings.ready_timeout} s (is it running, on the "
-                    f"same broker, with prefix {settings.prefix!r}?)"
-                )
-            message = await inbox.get(remaining)
-            if message is not None:
-                settle([message])
-                if message.topic == downstream_status:
-                    note_status(message.payload)
+@dataclass(slots=True, kw_only=True)
+class _Release:
+    """What a hop releases downstream: the permuted ``messages`` (none if ``refused``), its
+    round ``log`` and every stage's log so far (``stages``, this one's included)."""
 
-        frames = encode_batch(messages, round_id=settings.round_id, item_length=item_length)
-        await publish_all(transport, ((egress, frame) for frame in frames))
-        log["forward_seconds"] = round(time.monotonic() - collected, 6)
-        await transport.publish(
-            egress,
-            encode_end(
-                round_id=settings.round_id,
-                frames=len(frames),
-                messages=len(messages),
-                item_length=item_length,
-                log=end_log,
-            ),
+    messages: list[bytes]
+    refused: str | None
+    log: dict[str, Any]
+    stages: dict[str, Any]
+    timed_out: bool
+
+
+def _first_log(
+    settings: HopSettings, hop: HopRound, source: RandomSource, journal: HopJournal | None
+) -> dict[str, Any]:
+    log: dict[str, Any] = {
+        "stage": settings.stage,
+        "randomness": source.name,
+        "clients_authenticated": hop.authenticated,
+    }
+    if journal is not None:
+        log["journal"] = {
+            "resumed_inputs": journal.contents.inputs,
+            "resumed_closed": journal.contents.closed is not None,
+            "dropped_bytes": journal.contents.dropped_bytes,
+        }
+    return log
+
+
+def _journal_log(log: dict[str, Any], journal: HopJournal | None) -> None:
+    if journal is not None:
+        log["journal"].update(
+            syncs=journal.syncs,
+            bytes=journal.bytes_written,
+            sync_seconds=round(journal.sync_seconds, 6),
         )
-        if journal is not None:
-            journal_log()
-            await asyncio.to_thread(journal.remove)  # forwarded: nothing left to recover
-        state = "refused" if refused else "done"
-        await publish_state(transport, settings.prefix, settings.round_id, stage, state, log=log)
-    if refused:
-        logger.warning("%s round %d refused: %s", stage, settings.round_id, refused)
+
+
+async def _run_hop(
+    transport: Transport,
+    settings: HopSettings,
+    intake: _HopIntake,
+    source: RandomSource,
+    on_progress: Callable[[dict[str, Any]], None] | None,
+) -> HopResult:
+    journal = intake.journal
+    resumed = journal.contents.closed if journal is not None else None
+    log = _first_log(settings, intake.hop, source, journal)
+    async with Stage(
+        transport,
+        prefix=settings.prefix,
+        round_id=settings.round_id,
+        name=settings.stage,
+        downstream=settings.downstream,
+        on_progress=on_progress,
+    ) as stage:
+        await stage.subscribe(intake.ingress)
+        started = await stage.announce_ready()
+        log["ready_at"] = time.time()
+        if resumed is None:
+            timed_out = await _collect(stage, intake, started)
+            collected = time.monotonic()
+            await stage.progress(**intake.counts())
+            release = await _close(settings, intake, log, timed_out, collected - started)
+        else:
+            collected = time.monotonic()
+            release = _resume(settings, resumed, log)
+        await _forward(stage, settings, release, collected, journal)
+    _log_outcome(settings, release)
+    return HopResult(log=release.log, refused=release.refused, stages=release.stages)
+
+
+async def _collect(stage: Stage, intake: _HopIntake, started: float) -> bool:
+    """Collect (Stage.collect) until the batch is complete or the deadline; True iff the
+    deadline closed it."""
+    assembler = intake.assembler
+    clock = CollectClock(
+        stage_index=intake.settings.hop_index,
+        deadline=intake.settings.deadline,
+        ready_at=started,
+        # frames resumed from the journal: the upstream's batch has begun arriving
+        first_arrival=started if assembler is not None and assembler.frames_received else None,
+    )
+    return await stage.collect(intake, clock)
+
+
+def _resume(settings: HopSettings, resumed: ClosedBatch, log: dict[str, Any]) -> _Release:
+    """Released before the restart: the same batch, order and logs again."""
+    log = {**resumed.log, "journal": log["journal"]}
+    return _Release(
+        messages=resumed.messages,
+        refused=resumed.refused,
+        log=log,
+        stages={**resumed.stages, settings.stage: log},
+        timed_out=bool(log.get("timed_out")),
+    )
+
+
+async def _close(
+    settings: HopSettings,
+    intake: _HopIntake,
+    log: dict[str, Any],
+    timed_out: bool,
+    collect_seconds: float,
+) -> _Release:
+    """Peel and permute (HopRound.close), or refuse (below min_batch, or the upstream refused);
+    with a journal, the released batch is on disk before the first frame goes out."""
+    hop, assembler, journal = intake.hop, intake.assembler, intake.journal
+    upstream_aborted = intake.upstream_aborted()
+    stages: dict[str, Any] = {}
+    refused: str | None = None
+    messages: list[bytes] = []
+    if assembler is not None:
+        stages.update((assembler.log or {}).get("stages", {}))
+        log["frames_rejected"] = dict(assembler.rejected)
+        log["upstream_complete"] = assembler.complete
+    log["timed_out"] = timed_out
+    if upstream_aborted is not None:
+        refused = f"upstream refused the round: {upstream_aborted}"
+    else:
+        try:
+            output = await asyncio.to_thread(hop.close)
+            messages = output.messages
+        except BatchTooSmall as exc:
+            refused = str(exc)
+    log.update(
+        accepted=hop.accepted,
+        rejected=hop.rejected,
+        forwarded=len(messages),
+        collect_seconds=round(collect_seconds, 6),
+    )
+    stages[settings.stage] = log
+    if journal is not None:
+        # On disk before the first frame goes out: a restart publishes these again.
+        _journal_log(log, journal)
+        batch = ClosedBatch(
+            messages=messages,
+            item_length=message_length(settings.hop_index + 1, settings.n_hops),
+            refused=refused,
+            log=log,
+            stages=stages,
+        )
+        await asyncio.to_thread(journal.append_closed, batch)
+    return _Release(messages=messages, refused=refused, log=log, stages=stages, timed_out=timed_out)
+
+
+async def _forward(
+    stage: Stage,
+    settings: HopSettings,
+    release: _Release,
+    collected: float,
+    journal: HopJournal | None,
+) -> None:
+    """Once the downstream is ready: the batch as frames, the END frame with every stage's log
+    so far, then ``done`` (or ``refused``)."""
+    end_log: dict[str, Any] = {"stages": release.stages, "aborted": release.refused}
+    await stage.await_downstream(
+        settings.ready_timeout,
+        who=f"{settings.stage} of round {settings.round_id}: {settings.downstream}",
+    )
+    egress, messages, log = settings.egress, release.messages, release.log
+    item_length = message_length(settings.hop_index + 1, settings.n_hops)
+    frames = encode_batch(messages, round_id=settings.round_id, item_length=item_length)
+    await publish_all(stage.transport, ((egress, frame) for frame in frames))
+    log["forward_seconds"] = round(time.monotonic() - collected, 6)
+    await stage.transport.publish(
+        egress,
+        encode_end(
+            round_id=settings.round_id,
+            frames=len(frames),
+            messages=len(messages),
+            item_length=item_length,
+            log=end_log,
+        ),
+    )
+    if journal is not None:
+        _journal_log(log, journal)
+        await asyncio.to_thread(journal.remove)  # forwarded: nothing left to recover
+    await stage.announce("refused" if release.refused else "done", log=log)
+
+
+def _log_outcome(settings: HopSettings, release: _Release) -> None:
+    stage, log = settings.stage, release.log
+    if release.refused:
+        logger.warning("%s round %d refused: %s", stage, settings.round_id, release.refused)
     logger.info(
         "%s round %d: accepted %d, forwarded %d, rejected %s%s",
         stage,
         settings.round_id,
         log.get("accepted", 0),
-        len(messages),
+        len(release.messages),
         log.get("rejected", {}),
-        " (deadline)" if timed_out else "",
+        " (deadline)" if release.timed_out else "",
     )
-    return HopResult(log=log, refused=refused, stages=stages)

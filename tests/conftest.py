@@ -21,12 +21,9 @@ from collections.abc import AsyncIterator, Iterator
 import pytest
 import pytest_asyncio
 
-from shuffledp.brokers.embedded import (
-    EmbeddedBroker,
-    MosquittoBroker,
-    find_mosquitto,
-    parse_broker_url,
-)
+from shuffledp.brokers.embedded import EmbeddedBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker, find_mosquitto
+from shuffledp.protocol.mqtt import parse_broker_url
 from tests.paths import INTEGRATION_TESTS, REFERENCE_TESTS, SHARED_DATA
 
 #: The mark every test of a tier folder carries (tests/paths.py).

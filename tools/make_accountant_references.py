@@ -7,7 +7,7 @@ Every value comes from tests/reference/references.py at its DPS (60) digits, and
 independent routes wherever two exist, the generator refusing to write on a disagreement beyond
 1e-40 relative:
 
-* ``optimal-blanket``: the G-form (1/n) E[(G_1 + ... + G_n)_+] of docs/accounting.md section 2b
+* ``optimal-blanket``: the G-form (1/n) E[(G_1 + ... + G_n)_+] of docs/accounting.md ("optimal-blanket")
   (one route only; it is checked at small n by tests/reference/test_accountant_exhaustive.py).
 * ``family-f`` with a = 0: the brief's G-form for F(0) and the sufficient-count computation
   family_f_directions (both directions).
@@ -164,7 +164,7 @@ def main() -> int:
         "model": (
             "shuffled k-RR, full histogram; family-f: max(H(P||Q), H(Q||P)) of the dataset F(a) "
             "(a others hold x0, the rest one value x2, or x1 for k = 2); optimal-blanket: "
-            "(1/n) E[(G_1 + ... + G_n)_+] of docs/accounting.md section 2b. eps0 and eps are the "
+            "(1/n) E[(G_1 + ... + G_n)_+] of docs/accounting.md (optimal-blanket). eps0 and eps are the "
             "binary doubles of the JSON numbers."
         ),
         "records": records,

@@ -20,34 +20,57 @@ from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
 from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
 from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp
 from shuffledp.accountant.tight import Tight, witness_dataset
+from shuffledp.cli.argtypes import integer, non_negative, positive, probability
+from shuffledp.cli.help import add_command
 from shuffledp.errors import InvalidParameterError
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "account",
         help="privacy guarantee (eps, delta) of shuffled k-RR",
         description="delta at eps, or eps at delta, for n users applying k-RR(eps0) and a "
         "shuffle. The default bound, tight, reports the valid guarantee delta_upper and a lower "
         "bound delta_lower on the true worst case.",
+        examples=[
+            "shuffledp account --n 10000 --k 15 --eps0 4 --delta 1e-6",
+            "shuffledp account --n 1e6 --k 100 --eps0 2 --eps 0.5 --bound all",
+            "shuffledp account --n 1000 --k 10 --eps0 1 --delta 1e-6 --rounds 52 --json",
+        ],
     )
     p.add_argument(
-        "--n", type=user_count, required=True, help=f"number of users (2 .. {N_MAX:.0e}; 1e6 is ok)"
+        "--n",
+        type=user_count,
+        required=True,
+        metavar="N",
+        help=f"number of users (2 .. {N_MAX:.0e}; 1e6 is ok)",
     )
-    p.add_argument("--k", type=int, required=True, help="number of values (>= 2)")
-    p.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon (> 0)")
+    p.add_argument("--k", type=integer(2), required=True, metavar="K", help="number of values")
+    p.add_argument(
+        "--eps0", type=positive, required=True, metavar="EPS0", help="local k-RR epsilon"
+    )
     target = p.add_mutually_exclusive_group(required=True)
-    target.add_argument("--eps", type=float, help="report delta at this eps")
-    target.add_argument("--delta", type=float, help="report eps at this delta")
+    target.add_argument("--eps", type=non_negative, metavar="EPS", help="report delta at this eps")
+    target.add_argument(
+        "--delta", type=probability, metavar="DELTA", help="report eps at this delta"
+    )
     p.add_argument(
         "--bound",
         default="tight",
         choices=[*BOUND_NAMES, "all"],
         metavar="NAME",
-        help=f"one of {', '.join(BOUND_NAMES)}, or all (default: tight)",
+        help=f"one of {', '.join(BOUND_NAMES)}, or all",
     )
-    p.add_argument("--nx0", type=int, help="others holding x0 (single-bin, biswas-literal)")
-    p.add_argument("--rounds", type=int, default=1, help="compose over R rounds (default 1)")
+    p.add_argument(
+        "--nx0",
+        type=integer(0),
+        metavar="COUNT",
+        help="others holding x0 (single-bin, biswas-literal)",
+    )
+    p.add_argument(
+        "--rounds", type=integer(1), default=1, metavar="COUNT", help="compose over COUNT rounds"
+    )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
 
@@ -66,6 +89,8 @@ def user_count(text: str) -> int:
             f"must be an integer (e.g. 1000 or 1e6), got {text!r}"
         ) from None
     count = int(value)
+    if count < 2:
+        raise argparse.ArgumentTypeError(f"must be >= 2, got {text}")
     if count > N_MAX:
         raise argparse.ArgumentTypeError(
             f"must be <= {N_MAX:_} (the range the exact bounds are built and tested for), "

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from shuffledp.cli.account import format_value
+from shuffledp.cli.argtypes import integer, non_negative, positive
+from shuffledp.cli.help import add_command
 
 if TYPE_CHECKING:
     from shuffledp.simulations.audit.empirical import AuditResult
@@ -32,7 +34,8 @@ __all__ = ["add_parser", "format_result", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "audit",
         help="empirical privacy audit: a 95 %% lower confidence bound on delta from runs of "
         "the mechanism, beside every bound",
@@ -43,29 +46,47 @@ def add_parser(subparsers: Any) -> None:
         "Clopper-Pearson lower bound on P(S) - e^eps times the upper bound on Q(S), each at "
         "97.5 %, so a one-sided 95 % lower bound on the true delta at eps. Exit 1 if it "
         "exceeds the valid guarantee delta_upper.",
+        examples=[
+            "shuffledp audit --n 100 --k 10 --eps0 2 --eps 0.5",
+            "shuffledp audit --n 50 --k 3 --eps0 1 --eps 0.2 --dataset single-bin --nx0 20",
+            "shuffledp audit --n 100 --k 10 --eps0 2 --eps 0.5 --trials 20000 --seed 1 --json",
+        ],
     )
-    p.add_argument("--n", type=int, required=True, help="number of users (>= 2)")
-    p.add_argument("--k", type=int, required=True, help="number of values (>= 2)")
-    p.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon (> 0)")
-    p.add_argument("--eps", type=float, required=True, help="audit delta at this eps (>= 0)")
+    p.add_argument("--n", type=integer(2), required=True, metavar="N", help="number of users")
+    p.add_argument("--k", type=integer(2), required=True, metavar="K", help="number of values")
+    p.add_argument(
+        "--eps0", type=positive, required=True, metavar="EPS0", help="local k-RR epsilon"
+    )
+    p.add_argument(
+        "--eps", type=non_negative, required=True, metavar="EPS", help="audit delta at this eps"
+    )
     p.add_argument(
         "--dataset",
         choices=["worst", "single-bin"],
         default="worst",
         help="worst: of 'every other user holds x0' and 'every other user holds x2' (k >= 3), "
         "the one with the larger exact delta; single-bin: the seed paper's setting, --nx0 M "
-        "others hold x0, the rest x2 (x1 if k = 2) (default: worst)",
+        "others hold x0, the rest x2 (x1 if k = 2)",
     )
-    p.add_argument("--nx0", type=int, help="others holding x0 (with --dataset single-bin)")
+    p.add_argument(
+        "--nx0",
+        type=integer(0),
+        metavar="COUNT",
+        help="others holding x0 (with --dataset single-bin)",
+    )
     p.add_argument(
         "--trials",
-        type=int,
+        type=integer(20),
         default=DEFAULT_TRIALS,
-        help=f"trials per dataset, half to choose the region, half held out (default "
+        metavar="COUNT",
+        help="trials per dataset, half to choose the region, half held out (default: "
         f"{DEFAULT_TRIALS:,}; about 4 s at n=100, k=10 on 2 cores)",
     )
     p.add_argument(
-        "--seed", type=int, help="reproducible run (numpy PCG64); default: the OS CSPRNG"
+        "--seed",
+        type=integer(0),
+        metavar="SEED",
+        help="reproducible run (numpy PCG64); default: the OS CSPRNG",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.add_argument("--quiet", action="store_true", help="no progress bar on stderr")

@@ -2,7 +2,8 @@
 
 For running the components (`shuffledp hop`, `analyzer`, `clients`) by hand against one broker
 without installing Mosquitto. Prints one line when it accepts connections and runs until Ctrl-C or
-SIGTERM, then exits 0.
+SIGTERM, then exits 0. A port in use and an amqtt failure are each one line with exit status 1
+(:class:`~shuffledp.brokers.ports.PortInUseError`, :class:`~shuffledp.errors.BrokerError`).
 """
 
 from __future__ import annotations
@@ -13,56 +14,63 @@ import contextlib
 import logging
 import signal
 import sys
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from shuffledp.brokers.embedded import DEFAULT_MQTT_PORT, EmbeddedBroker
+from shuffledp.brokers.ports import DEFAULT_MQTT_PORT
+from shuffledp.cli.argtypes import integer
+from shuffledp.cli.help import add_command
+
+if TYPE_CHECKING:
+    from shuffledp.brokers.embedded import EmbeddedBroker
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "broker",
         help="run the embedded MQTT broker (127.0.0.1 only) until Ctrl-C",
         description="Run the embedded MQTT broker (amqtt) on 127.0.0.1 in the foreground until "
         "Ctrl-C or SIGTERM. For large runs prefer Mosquitto: mosquitto -c deploy/mosquitto.conf",
+        examples=[
+            "shuffledp broker",
+            "shuffledp broker --port 1884 --verbose",
+            "shuffledp broker --keys /tmp/shuffledp-keys   # accounts and ACLs of keys init",
+        ],
     )
     p.add_argument(
         "--port",
-        type=int,
+        type=integer(1, 65535),
         default=DEFAULT_MQTT_PORT,
-        help=f"TCP port on 127.0.0.1 (default {DEFAULT_MQTT_PORT})",
+        metavar="PORT",
+        help="TCP port on 127.0.0.1",
     )
     p.add_argument(
         "--keys",
+        type=Path,
+        metavar="DIR",
         help="key directory made by `shuffledp keys init`: enforce its broker accounts and topic "
-        "ACLs (KEYS/access/passwd and acl); without it the broker is open to anyone on this host",
+        "ACLs (DIR/access/passwd and acl); without it the broker is open to anyone on this host",
     )
     p.add_argument("--verbose", action="store_true", help="log connections (amqtt at INFO)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
+    """Serve until interrupted; errors (bad --keys, port in use, amqtt failure) propagate as
+    ShuffledpError for main() to report in one line."""
+    from shuffledp.brokers.embedded import EmbeddedBroker
+    from shuffledp.security.access import access_directory
+
     if args.verbose:
         logging.basicConfig(
             level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s"
         )
-    from shuffledp.security.access import access_directory
-
     access = None if args.keys is None else access_directory(args.keys)
-    # InvalidParameterError: bad port; AccessError: missing passwd/acl
     broker = EmbeddedBroker(args.port, verbose=args.verbose, access_dir=access)
-    try:
+    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the signal handlers were set
         asyncio.run(_serve(broker))
-    except KeyboardInterrupt:  # Ctrl-C before the signal handlers were in place
-        pass
-    except RuntimeError as exc:  # port in use, or amqtt refused to start
-        print(f"shuffledp broker: error: {exc}", file=sys.stderr)
-        return 1
     return 0
-
-
-def args_keys_set(broker: EmbeddedBroker) -> bool:
-    """Whether ``broker`` enforces accounts and ACLs."""
-    return broker.access_dir is not None
 
 
 async def _serve(broker: EmbeddedBroker) -> None:
@@ -73,6 +81,8 @@ async def _serve(broker: EmbeddedBroker) -> None:
             loop.add_signal_handler(sig, stop.set)
     async with broker:
         print(f"shuffledp broker: listening on {broker.url}", flush=True)
-        mode = "accounts and ACLs enforced" if args_keys_set(broker) else "open: no accounts"
+        mode = (
+            "accounts and ACLs enforced" if broker.access_dir is not None else "open: no accounts"
+        )
         print(f"shuffledp broker: {mode}", file=sys.stderr, flush=True)
         await stop.wait()

@@ -6,9 +6,11 @@ the topic prefix and round id, and the key directory (hops and the analyzer read
 key; clients read the public directory, and with client authentication their process key in
 ``access/``).
 
-Exit codes: 0 done; 2 bad input (one line on stderr); 3 the round was refused (a hop held fewer
-than its minimum batch, or an upstream hop refused); 4 a stage did not become ready in time or
-the broker could not be reached (or refused this component's account); 130 interrupted.
+Exit codes: 0 done; 2 bad input (one line on stderr: a flag, a missing key file, an output path
+that cannot be written, all checked before the broker is contacted); 1 the broker could not be
+reached or refused this component's account, or another failure (one line); 3 the round was
+refused (a hop held fewer than its minimum batch, or an upstream hop refused); 4 a stage did not
+become ready in time; 130 interrupted.
 
 Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
 ``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
@@ -40,13 +42,22 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shuffledp.cli.argtypes import integer, non_negative, positive, probability
+from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
-from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
+from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import NotReadyError
 from shuffledp.protocol.topics import status_topic
 from shuffledp.randomness import default_source
 from shuffledp.security.access import load_client_verifier, load_password, load_process_credentials
-from shuffledp.security.keys import load_analyzer_key, load_hop_key, load_public_directory
+from shuffledp.security.keys import (
+    MAX_HOPS,
+    load_analyzer_key,
+    load_hop_key,
+    load_public_directory,
+)
 
 __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
 
@@ -61,34 +72,39 @@ went away (a restarted Mosquitto with persistence: the session and its queued me
 there)."""
 
 
+_KEYS_EXAMPLE = "shuffledp keys init /tmp/shuffledp-keys --hops 3   # once, before any component"
+
+
 def _common(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--broker", default=DEFAULT_BROKER, metavar="URL", help="MQTT broker URL")
     p.add_argument(
-        "--broker", default=DEFAULT_BROKER, help=f"MQTT broker URL (default {DEFAULT_BROKER})"
+        "--keys",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="key directory made by `shuffledp keys init`",
     )
+    p.add_argument("--prefix", default=DEFAULT_PREFIX, metavar="PREFIX", help="topic prefix")
     p.add_argument(
-        "--keys", required=True, type=Path, help="key directory made by `shuffledp keys init`"
+        "--round", type=integer(0, MAX_ROUND_ID), default=1, metavar="ID", help="round id"
     )
-    p.add_argument(
-        "--prefix", default=DEFAULT_PREFIX, help=f"topic prefix (default {DEFAULT_PREFIX!r})"
-    )
-    p.add_argument("--round", type=int, default=1, help="round id (default 1)")
     p.add_argument(
         "--no-auth",
         action="store_true",
         help="connect anonymously (an open broker); default: log in with this component's "
-        "account from KEYS/access/<identity>.password (`shuffledp keys init` writes them)",
+        "account from DIR/access/<identity>.password (`shuffledp keys init` writes them)",
     )
     p.add_argument(
         "--tls-ca",
         type=Path,
         metavar="FILE",
         help="with --broker mqtts://HOST[:PORT]: trust only the CA certificates (PEM) in FILE, "
-        "e.g. KEYS/tls/ca.pem from `shuffledp keys init --tls` (default: the system's trust "
+        "e.g. DIR/tls/ca.pem from `shuffledp keys init --tls` (default: the system's trust "
         "store); an error with a plain mqtt:// broker",
     )
     p.add_argument(
         "--reconnect",
-        type=float,
+        type=non_negative,
         metavar="SECONDS",
         help="keep a persistent MQTT session and, if the broker goes away (a restarted "
         "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop or "
@@ -98,29 +114,58 @@ def _common(p: argparse.ArgumentParser) -> None:
 
 
 def add_parsers(subparsers: Any) -> None:
-    hop = subparsers.add_parser(
+    _add_hop(subparsers)
+    _add_analyzer(subparsers)
+    _add_clients(subparsers)
+
+
+def _add_hop(subparsers: Any) -> None:
+    hop = add_command(
+        subparsers,
         "hop",
         help="run one shuffler hop for one round",
         description="Collect the round's batch on this hop's ingress topic, drop malformed and "
         "duplicate messages by reason, peel this hop's layer, permute uniformly (OS CSPRNG unless "
         "--seed), forward to the next hop or the analyzer. Counts are logged on stderr.",
+        examples=[
+            _KEYS_EXAMPLE,
+            "shuffledp hop --keys /tmp/shuffledp-keys --index 0 --expected 1000",
+            "shuffledp hop --broker mqtt://127.0.0.1:1883 --keys /tmp/shuffledp-keys --index 2 "
+            "--expected 1000 --state-dir /tmp/shuffledp-hop-2",
+        ],
     )
     _common(hop)
-    hop.add_argument("--index", type=int, required=True, help="this hop's index, 0..H-1")
-    hop.add_argument("--expected", type=int, required=True, help="the round's batch size (clients)")
+    hop.add_argument(
+        "--index",
+        type=integer(0, MAX_HOPS - 1),
+        required=True,
+        metavar="I",
+        help="this hop's index, 0..H-1",
+    )
+    hop.add_argument(
+        "--expected",
+        type=integer(1),
+        required=True,
+        metavar="COUNT",
+        help="the round's batch size (clients)",
+    )
     hop.add_argument(
         "--min-batch",
-        type=int,
+        type=integer(1),
+        metavar="COUNT",
         help="refuse to release fewer messages than this (default: half of --expected, at least 1)",
     )
     hop.add_argument(
         "--deadline",
-        type=float,
+        type=positive,
         default=DEFAULT_DEADLINE,
+        metavar="SECONDS",
         help="hop 0: seconds after ready at which the batch closes if not full; later hops: "
-        f"seconds after the upstream's first frame (default {DEFAULT_DEADLINE:g})",
+        "seconds after the upstream's first frame",
     )
-    hop.add_argument("--seed", type=int, help="seeded permutation (simulations only)")
+    hop.add_argument(
+        "--seed", type=integer(0), metavar="SEED", help="seeded permutation (simulations only)"
+    )
     hop.add_argument(
         "--state-dir",
         type=Path,
@@ -132,27 +177,54 @@ def add_parsers(subparsers: Any) -> None:
     )
     hop.set_defaults(func=_run_hop)
 
-    analyzer = subparsers.add_parser(
+
+def _add_analyzer(subparsers: Any) -> None:
+    analyzer = add_command(
+        subparsers,
         "analyzer",
         help="run the analyzer for one round and print its report",
         description="Peel the last layer, validate, count, estimate (shuffle+INV, IBU) and "
         "publish the report with the accountant's guarantee for the reports actually received.",
+        examples=[
+            _KEYS_EXAMPLE,
+            "shuffledp analyzer --keys /tmp/shuffledp-keys --k 15 --eps0 4 --expected 1000",
+            "shuffledp analyzer --keys /tmp/shuffledp-keys --k 15 --eps0 4 --expected 1000 "
+            "--eps 1 --out /tmp/shuffledp-report.json",
+        ],
     )
     _common(analyzer)
-    analyzer.add_argument("--k", type=int, required=True, help="number of values")
-    analyzer.add_argument("--eps0", type=float, required=True, help="the clients' k-RR epsilon")
-    analyzer.add_argument("--expected", type=int, required=True, help="clients expected")
+    analyzer.add_argument(
+        "--k", type=integer(2, MAX_K), required=True, metavar="K", help="number of values"
+    )
+    analyzer.add_argument(
+        "--eps0", type=positive, required=True, metavar="EPS0", help="the clients' k-RR epsilon"
+    )
+    analyzer.add_argument(
+        "--expected", type=integer(1), required=True, metavar="COUNT", help="clients expected"
+    )
     target = analyzer.add_mutually_exclusive_group()
-    target.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
-    target.add_argument("--eps", type=float, help="report the delta bracket at this eps instead")
+    target.add_argument(
+        "--delta", type=probability, default=1e-6, metavar="DELTA", help="target delta"
+    )
+    target.add_argument(
+        "--eps",
+        type=non_negative,
+        metavar="EPS",
+        help="report the delta bracket at this eps instead",
+    )
     analyzer.add_argument(
         "--deadline",
-        type=float,
+        type=positive,
         default=DEFAULT_DEADLINE,
-        help="seconds after the last hop's first frame to wait for the rest of its batch "
-        f"(default {DEFAULT_DEADLINE:g})",
+        metavar="SECONDS",
+        help="seconds after the last hop's first frame to wait for the rest of its batch",
     )
-    analyzer.add_argument("--out", type=Path, help="also write the report (JSON) to this file")
+    analyzer.add_argument(
+        "--out",
+        type=Path,
+        metavar="FILE",
+        help="also write the report (JSON) to FILE (checked writable before the round starts)",
+    )
     analyzer.add_argument(
         "--state-dir",
         type=Path,
@@ -164,48 +236,84 @@ def add_parsers(subparsers: Any) -> None:
     )
     analyzer.set_defaults(func=_run_analyzer)
 
-    clients = subparsers.add_parser(
+
+def _add_clients(subparsers: Any) -> None:
+    clients = add_command(
+        subparsers,
         "clients",
         help="host many simulated clients: one k-RR report each",
         description="Each simulated client applies k-RR (OS CSPRNG unless --seed), encodes a "
         "fixed-size record, onion-encrypts it to the hops and the analyzer, and publishes it once "
         "to hop 0, after hop 0 announced ready.",
+        examples=[
+            _KEYS_EXAMPLE,
+            "shuffledp clients --keys /tmp/shuffledp-keys --k 15 --eps0 4 --values synthetic "
+            "--count 1000",
+            "shuffledp clients --keys /tmp/shuffledp-keys --k 15 --eps0 4 --values values.txt "
+            "--name clients-1",
+        ],
     )
     _common(clients)
-    clients.add_argument("--k", type=int, required=True, help="number of values")
-    clients.add_argument("--eps0", type=float, required=True, help="local k-RR epsilon")
+    clients.add_argument(
+        "--k", type=integer(2, MAX_K), required=True, metavar="K", help="number of values"
+    )
+    clients.add_argument(
+        "--eps0", type=positive, required=True, metavar="EPS0", help="local k-RR epsilon"
+    )
     clients.add_argument(
         "--values",
         required=True,
-        help="a file with one value in [0, k) per line, or 'synthetic'",
+        metavar="FILE|synthetic",
+        help="a file with one value in [0, K) per line, or 'synthetic'",
     )
     clients.add_argument(
-        "--count", type=int, help="number of clients (default: every value of the file)"
+        "--count",
+        type=integer(0),
+        metavar="COUNT",
+        help="number of clients (default: every value of the file)",
     )
-    clients.add_argument("--name", default="clients-0", help="this process's stage name")
-    clients.add_argument("--seed", type=int, help="seeded k-RR (simulations only)")
+    clients.add_argument(
+        "--name", default="clients-0", metavar="NAME", help="this process's stage name"
+    )
+    _add_simulation_only(clients)
+    clients.add_argument(
+        "--max-in-flight",
+        type=integer(1, 65535),
+        default=128,
+        metavar="COUNT",
+        help="publishes awaiting acknowledgement",
+    )
+    clients.add_argument(
+        "--ready-timeout",
+        type=positive,
+        default=60.0,
+        metavar="SECONDS",
+        help="seconds to wait for hop 0",
+    )
+    clients.set_defaults(func=_run_clients)
+
+
+def _add_simulation_only(clients: argparse.ArgumentParser) -> None:
+    """Options of `clients` for simulations: a seed, a rate, hostile messages."""
+    clients.add_argument(
+        "--seed", type=integer(0), metavar="SEED", help="seeded k-RR (simulations only)"
+    )
     clients.add_argument(
         "--rate",
-        type=float,
-        metavar="R",
-        help="simulations only: send at most R reports per second (default: as fast as possible)",
+        type=positive,
+        metavar="RATE",
+        help="simulations only: send at most RATE reports per second (default: as fast as "
+        "possible)",
     )
     clients.add_argument(
         "--chaos",
-        type=int,
+        type=integer(0),
         default=0,
-        metavar="M",
-        help="simulations only: also inject M hostile messages (truncated, replayed, corrupted, "
-        "second reports, another round's reports) before this process's last report; each must "
-        "be rejected by hop 0 under its known reason (needs client authentication)",
+        metavar="COUNT",
+        help="simulations only: also inject COUNT hostile messages (truncated, replayed, "
+        "corrupted, second reports, another round's reports) before this process's last report; "
+        "each must be rejected by hop 0 under its known reason (needs client authentication)",
     )
-    clients.add_argument(
-        "--max-in-flight", type=int, default=128, help="publishes awaiting acknowledgement"
-    )
-    clients.add_argument(
-        "--ready-timeout", type=float, default=60.0, help="seconds to wait for hop 0"
-    )
-    clients.set_defaults(func=_run_clients)
 
 
 def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
@@ -306,18 +414,45 @@ def _run(args: argparse.Namespace, main: Any) -> int:
     except KeyboardInterrupt:
         print(f"shuffledp {args.command}: interrupted", file=sys.stderr)
         return 130
-    except (NotReadyError, MqttConnectionError) as exc:
+    except NotReadyError as exc:
         print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_NOT_READY
+    # MqttConnectionError (an unreachable broker, a refused login) and every other
+    # ShuffledpError reach main(): one line, exit status 1 (2 for bad input).
     return code
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """The files named on the command line, before any key is loaded or broker contacted."""
+    if args.tls_ca is not None:
+        check_input_file("--tls-ca", args.tls_ca)
+        if not parse_broker_address(args.broker).tls:
+            raise InvalidParameterError(
+                f"--tls-ca needs an mqtts:// broker (--broker mqtts://HOST[:PORT]), got --broker "
+                f"{args.broker!r}"
+            )
+    if getattr(args, "state_dir", None) is not None:
+        check_output_dir("--state-dir", args.state_dir)
+    if getattr(args, "out", None) is not None:
+        check_output_file("--out", args.out)
 
 
 def _run_hop(args: argparse.Namespace) -> int:
     from shuffledp.shuffler.service import HopSettings, run_hop
 
+    _check_paths(args)
     directory = load_public_directory(args.keys)
+    if args.index >= directory.n_hops:
+        raise InvalidParameterError(
+            f"--index must be in [0, {directory.n_hops - 1}] (the hops of --keys {args.keys}), "
+            f"got {args.index}"
+        )
     key = load_hop_key(args.keys, args.index)
     min_batch = args.min_batch if args.min_batch is not None else max(1, args.expected // 2)
+    if min_batch > args.expected:
+        raise InvalidParameterError(
+            f"--min-batch must be <= --expected = {args.expected}, got {min_batch}"
+        )
     settings = HopSettings(
         prefix=args.prefix,
         round_id=args.round,
@@ -364,6 +499,7 @@ def _run_hop(args: argparse.Namespace) -> int:
 def _run_analyzer(args: argparse.Namespace) -> int:
     from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 
+    _check_paths(args)
     directory = load_public_directory(args.keys)
     key = load_analyzer_key(args.keys)
     settings = AnalyzerSettings(
@@ -396,7 +532,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
         text = json.dumps(report, allow_nan=False)
-        if args.out is not None:
+        if args.out is not None:  # checked writable before the round (_check_paths)
+            args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text + "\n", encoding="utf-8")
         print(text, flush=True)
         return EXIT_REFUSED if "error" in report else 0
@@ -408,6 +545,7 @@ def _run_clients(args: argparse.Namespace) -> int:
     from shuffledp.clients.service import ClientSettings, run_clients
     from shuffledp.simulations.data.datasets import synthetic_values
 
+    _check_paths(args)
     directory = load_public_directory(args.keys)
     rng = default_source(args.seed)
     if args.values == "synthetic":
@@ -415,7 +553,7 @@ def _run_clients(args: argparse.Namespace) -> int:
             raise InvalidParameterError("--values synthetic needs --count N")
         values = synthetic_values(args.count, args.k, rng)
     else:
-        values = read_values(Path(args.values), args.k)
+        values = read_values(check_input_file("--values", Path(args.values)), args.k)
         if args.count is not None:
             if not 0 <= args.count <= values.size:
                 raise InvalidParameterError(
@@ -433,12 +571,9 @@ def _run_clients(args: argparse.Namespace) -> int:
         ready_timeout=args.ready_timeout,
     )
 
+    process = None if args.no_auth else _client_process_index(args.name)
     username, password = _credentials(args, args.name)
-    credentials = (
-        None
-        if args.no_auth
-        else load_process_credentials(args.keys, _client_process_index(args.name))
-    )
+    credentials = None if process is None else load_process_credentials(args.keys, process)
 
     async def main() -> int:
         async with MqttTransport(
@@ -449,6 +584,21 @@ def _run_clients(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
         ) as t:
+            if args.chaos:  # simulations only: the client with its publisher wrapped
+                from shuffledp.simulations.pipeline.chaos import run_chaos_clients
+
+                await run_chaos_clients(
+                    t,
+                    settings,
+                    values,
+                    hop_public_keys=directory.hop_keys,
+                    analyzer_public_key=directory.analyzer_key,
+                    chaos=args.chaos,
+                    rng=rng,
+                    credentials=credentials,
+                    rate=args.rate,
+                )
+                return 0
             await run_clients(
                 t,
                 settings,
@@ -457,7 +607,6 @@ def _run_clients(args: argparse.Namespace) -> int:
                 analyzer_public_key=directory.analyzer_key,
                 rng=rng,
                 credentials=credentials,
-                chaos=args.chaos,
                 rate=args.rate,
             )
         return 0

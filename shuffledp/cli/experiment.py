@@ -13,6 +13,11 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from shuffledp.cli.argtypes import integer
+from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_input_file, check_output_dir
+from shuffledp.errors import InvalidParameterError
+
 __all__ = ["add_parser", "run"]
 
 ALL = "all"
@@ -22,28 +27,64 @@ def add_parser(subparsers: Any) -> None:
     from shuffledp.simulations.experiments.registry import EXPERIMENTS
 
     names = "\n".join(f"  {name:<18} {text}" for name, (_, text) in EXPERIMENTS.items())
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "experiment",
         help="reproduce a figure or table of the evaluation (CSV, PNG, markdown summary)",
         description="Run one experiment of the evaluation, or all of them, and write its CSV "
         "files, PNG figures and a markdown summary into --out.\n\nexperiments:\n"
         f"{names}\n  {ALL:<18} every experiment above, each into its own sub-folder of --out",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        examples=[
+            "shuffledp experiment bounds-table --out /tmp/shuffledp-results --quick",
+            "shuffledp experiment synthetic-utility --out /tmp/shuffledp-results --runs 20 --seed 1",
+            "shuffledp experiment all --out /tmp/shuffledp-results --quick --pipeline",
+        ],
     )
     p.add_argument("name", metavar="NAME", help=f"an experiment name (listed above) or {ALL!r}")
-    p.add_argument("--out", required=True, type=Path, help="output folder (created if missing)")
+    p.add_argument(
+        "--out",
+        required=True,
+        type=Path,
+        metavar="DIR",
+        help="output folder (created if missing; checked writable before anything runs)",
+    )
     p.add_argument(
         "--quick", action="store_true", help="a small grid that finishes in seconds (CI)"
     )
     p.add_argument(
-        "--runs", type=int, help="repetitions per point (default: per experiment, fewer --quick)"
+        "--runs",
+        type=integer(1),
+        metavar="COUNT",
+        help="repetitions per point (default: per experiment, fewer --quick)",
     )
     p.add_argument(
         "--seed",
-        type=int,
+        type=integer(0),
+        metavar="SEED",
         help="make every repetition reproducible (independent streams derived from it with "
         "numpy's SeedSequence); default: the OS CSPRNG",
     )
+    _add_where_arguments(p)
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        metavar="DIR",
+        help="folder where experiments on real check-ins look for their files",
+    )
+    p.add_argument(
+        "--dataset",
+        type=Path,
+        metavar="FILE",
+        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
+        "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
+        "the region; or lat,lon CSV: one per row)",
+    )
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_where_arguments(p: argparse.ArgumentParser) -> None:
+    """Where the repetitions run: this machine's cores, the real pipeline, or a Dask cluster."""
     where = p.add_mutually_exclusive_group()
     where.add_argument(
         "--pipeline",
@@ -60,26 +101,11 @@ def add_parser(subparsers: Any) -> None:
         "needs pip install 'shuffledp[dask]' here and shuffledp on every worker)",
     )
     p.add_argument(
-        "--workers", type=int, help="local worker processes (default: the number of cores)"
+        "--workers",
+        type=integer(1),
+        metavar="COUNT",
+        help="local worker processes (default: the number of cores)",
     )
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        help="folder where experiments on real check-ins look for their files",
-    )
-    p.add_argument(
-        "--dataset",
-        type=Path,
-        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
-        "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
-        "the region; or lat,lon CSV: one per row)",
-    )
-    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
-    p.set_defaults(func=run)
-
-
-class _UsageError(Exception):
-    """Bad command-line input: exit code 2."""
 
 
 def _error(message: str, code: int) -> int:
@@ -88,49 +114,38 @@ def _error(message: str, code: int) -> int:
 
 
 def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
+    """The experiments to run; InvalidParameterError (exit status 2) for bad input, before any
+    experiment starts."""
     if args.name == ALL:
         selected = list(names)
     elif args.name in names:
         selected = [args.name]
     else:
-        raise _UsageError(
+        raise InvalidParameterError(
             f"unknown experiment {args.name!r}; choose one of: {', '.join([*names, ALL])}"
         )
-    if args.runs is not None and args.runs < 1:
-        raise _UsageError(f"--runs must be an integer >= 1, got {args.runs}")
-    if args.workers is not None and args.workers < 1:
-        raise _UsageError(f"--workers must be an integer >= 1, got {args.workers}")
-    if args.seed is not None and args.seed < 0:
-        raise _UsageError(f"--seed must be an integer >= 0, got {args.seed}")
     if args.dataset is not None:
-        if not args.dataset.is_file():
-            raise _UsageError(f"--dataset must be an existing file, got {str(args.dataset)!r}")
+        check_input_file("--dataset", args.dataset)
         if not all(name.startswith("gowalla") for name in selected):
-            raise _UsageError(
+            raise InvalidParameterError(
                 "--dataset applies to the gowalla-sf and gowalla-paris experiments only"
             )
     if args.data_dir is not None and not args.data_dir.is_dir():
-        raise _UsageError(f"--data-dir must be an existing folder, got {str(args.data_dir)!r}")
-    if args.out.exists() and not args.out.is_dir():
-        raise _UsageError(f"--out must be a folder, got the file {str(args.out)!r}")
+        raise InvalidParameterError(
+            f"--data-dir must be an existing folder, got {str(args.data_dir)!r}"
+        )
+    check_output_dir("--out", args.out)
     return selected
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.errors import InvalidParameterError
     from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentError
     from shuffledp.simulations.experiments.registry import EXPERIMENTS, load_experiment
     from shuffledp.simulations.experiments.runner import DaskRepeater, LocalRepeater
     from shuffledp.simulations.pipeline.simulate import SimulationError
 
-    try:
-        selected = _check_args(args, list(EXPERIMENTS))
-    except _UsageError as exc:
-        return _error(str(exc), 2)
-    try:
-        args.out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        return _error(f"cannot create --out {str(args.out)!r}: {exc.strerror or exc}", 1)
+    selected = _check_args(args, list(EXPERIMENTS))
+    args.out.mkdir(parents=True, exist_ok=True)
 
     failures = 0
     try:

@@ -10,14 +10,25 @@ import argparse
 import json
 import os
 import stat
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from shuffledp.cli.argtypes import integer
+from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_output_dir
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import public_key_to_bytes
-from shuffledp.security.access import DEFAULT_CLIENTS_PER_PROCESS, access_directory, init_access
+from shuffledp.security.access import (
+    DEFAULT_CLIENTS_PER_PROCESS,
+    MAX_CLIENT_PROCESSES,
+    access_directory,
+    init_access,
+)
 from shuffledp.security.keys import (
     ANALYZER_STAGE,
+    MAX_HOPS,
+    PublicDirectory,
     fingerprint,
     init_key_directory,
     private_key_path,
@@ -39,48 +50,64 @@ DEFAULT_CLIENT_PROCESSES = 2
 
 def add_parser(subparsers: Any) -> None:
     """Register `keys` (with its required nested subcommand `init`) on ``subparsers``."""
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "keys",
         help="create and manage the key directory of a deployment",
         description="Key directory of a deployment: public.json (public keys of every hop and "
         "of the analyzer, for clients) and one private key file per stage (mode 0600).",
+        examples=[
+            "shuffledp keys init /tmp/shuffledp-keys",
+            "shuffledp keys init /tmp/shuffledp-keys --hops 5 --tls",
+        ],
     )
     keys_sub = p.add_subparsers(dest="keys_command", metavar="COMMAND", required=True)
-    init = keys_sub.add_parser(
+    _add_init(keys_sub)
+
+
+def _add_init(keys_sub: Any) -> None:
+    init = add_command(
+        keys_sub,
         "init",
         help="create fresh keys for H hops and the analyzer",
         description="Create DIR (mode 0700) if missing and write fresh X25519 keys from the OS "
         "CSPRNG: hop-0.key .. hop-{H-1}.key and analyzer.key (mode 0600), then public.json "
-        "(mode 0644). Refuses if any of these files exists, unless --overwrite.",
+        "(mode 0644). Refuses if any of these files exists, unless --overwrite. Keep DIR "
+        "outside a source tree (keys/ is in the repository's .gitignore all the same).",
+        examples=[
+            "shuffledp keys init /tmp/shuffledp-keys",
+            "shuffledp keys init /tmp/shuffledp-keys --hops 5 --clients 4 --overwrite",
+            "shuffledp keys init /tmp/shuffledp-keys --tls --tls-host broker.example.org",
+        ],
     )
     init.add_argument("directory", metavar="DIR", help="key directory (created if missing)")
     init.add_argument(
         "--hops",
-        type=int,
+        type=integer(1, MAX_HOPS),
         default=DEFAULT_HOPS,
         metavar="H",
-        help=f"number of hops, 1..64 (default {DEFAULT_HOPS})",
+        help=f"number of hops, 1..{MAX_HOPS}",
     )
     init.add_argument(
         "--clients",
-        type=int,
+        type=integer(1, MAX_CLIENT_PROCESSES),
         default=DEFAULT_CLIENT_PROCESSES,
-        metavar="C",
-        help="client processes, each with its own broker account clients-0..clients-{C-1} "
-        f"(default {DEFAULT_CLIENT_PROCESSES})",
+        metavar="COUNT",
+        help="client processes, each with its own broker account clients-0..clients-{COUNT-1}",
     )
     init.add_argument(
         "--clients-per-process",
-        type=int,
+        type=integer(1),
         default=DEFAULT_CLIENTS_PER_PROCESS,
-        metavar="M",
+        metavar="COUNT",
         help="clients each client process may host: hop 0 accepts one report per enrolled "
-        f"client per round (default {DEFAULT_CLIENTS_PER_PROCESS:,})",
+        "client per round",
     )
     init.add_argument(
         "--prefix",
         default="shuffledp",
-        help="topic prefix the broker ACL is written for (default 'shuffledp')",
+        metavar="PREFIX",
+        help="topic prefix the broker ACL is written for",
     )
     init.add_argument(
         "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
@@ -96,12 +123,32 @@ def add_parser(subparsers: Any) -> None:
     init.add_argument(
         "--tls-host",
         action="append",
-        metavar="H",
+        metavar="HOST",
         help="a host name or IP address the broker certificate is valid for (repeat for "
-        f"several; default {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
+        f"several; default: {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
     )
     init.add_argument("--json", action="store_true", help="print one JSON object")
     init.set_defaults(func=run_init)
+
+
+@dataclass(frozen=True)
+class _Made:
+    """What `keys init` wrote, for its summary."""
+
+    directory: Path
+    published: PublicDirectory
+    accounts: list[str]
+    prefix: str
+    tls: TlsFiles | None
+    tls_config: Path | None
+
+    @property
+    def access(self) -> Path:
+        return access_directory(self.directory)
+
+    def private_paths(self) -> list[tuple[str, Path]]:
+        stages = stage_names(self.published.n_hops)
+        return [(stage, private_key_path(self.directory, stage)) for stage in stages]
 
 
 def run_init(args: argparse.Namespace) -> int:
@@ -113,6 +160,7 @@ def run_init(args: argparse.Namespace) -> int:
         raise InvalidParameterError(
             "--tls-host needs --tls (it names the broker certificate's hosts)"
         )
+    check_output_dir("DIR", directory)
     if args.tls:  # checked before any key is written
         tls_names = tls_hosts(args.tls_host)
         check_tls_absent(directory, overwrite=args.overwrite)
@@ -125,7 +173,6 @@ def run_init(args: argparse.Namespace) -> int:
         prefix=args.prefix,
         overwrite=args.overwrite,
     )
-    access = access_directory(directory)
     tls = (
         None
         if tls_names is None
@@ -134,57 +181,63 @@ def run_init(args: argparse.Namespace) -> int:
     tls_config = (
         None if tls is None else write_mosquitto_tls_config(directory, overwrite=args.overwrite)
     )
-    stages = stage_names(published.n_hops)
-    public_path = public_file_path(directory)
-    private_paths = [private_key_path(directory, stage) for stage in stages]
-    if args.json:
-        print(
-            json.dumps(
-                {
-                    "directory": str(directory),
-                    "n_hops": published.n_hops,
-                    "public": str(public_path),
-                    "private": [str(path) for path in private_paths],
-                    "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
-                    "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
-                    "access": str(access),
-                    "broker_identities": list(accounts),
-                    "prefix": args.prefix,
-                    **({} if tls is None else {"tls": _tls_summary(tls, tls_config)}),
-                }
-            )
-        )
-        return 0
+    made = _Made(directory, published, list(accounts), args.prefix, tls, tls_config)
+    print(json.dumps(_summary(made)) if args.json else "\n".join(_table(made)))
+    return 0
+
+
+def _summary(made: _Made) -> dict[str, Any]:
+    """The --json summary: paths, public keys and identities, never private material."""
+    published = made.published
+    summary: dict[str, Any] = {
+        "directory": str(made.directory),
+        "n_hops": published.n_hops,
+        "public": str(public_file_path(made.directory)),
+        "private": [str(path) for _, path in made.private_paths()],
+        "hops": [public_key_to_bytes(key).hex() for key in published.hop_keys],
+        "analyzer": public_key_to_bytes(published.analyzer_key).hex(),
+        "access": str(made.access),
+        "broker_identities": made.accounts,
+        "prefix": made.prefix,
+    }
+    if made.tls is not None:
+        summary["tls"] = _tls_summary(made.tls, made.tls_config)
+    return summary
+
+
+def _table(made: _Made) -> list[str]:
+    """The text summary: each file with its mode and what it is for."""
+    public_path = public_file_path(made.directory)
     rows = [(public_path.name, _mode(public_path), "public keys: give to clients and hops")]
-    for stage, path in zip(stages, private_paths, strict=True):
+    for stage, path in made.private_paths():
         owner = "the analyzer" if stage == ANALYZER_STAGE else stage.replace("-", " ")
-        key = published.stage_key(stage)
+        key = made.published.stage_key(stage)
         rows.append((path.name, _mode(path), f"private key of {owner}, public {fingerprint(key)}"))
     width = max(len(name) for name, _, _ in rows)
-    print(f"key directory {directory}: {published.n_hops} hops")
-    for name, mode, what in rows:
-        print(f"  {name.ljust(width)}  {mode}  {what}")
-    print("each .key file belongs on its stage's machine only; public.json may be shared")
-    print(
-        f"broker accounts in {access} for prefix {args.prefix!r}: {', '.join(accounts)}; "
-        "each <identity>.password belongs on that component's machine only; passwd and acl "
-        f"are the broker's (mosquitto -c {access / 'mosquitto.conf'}, or shuffledp broker "
-        f"--keys {directory})"
+    lines = [f"key directory {made.directory}: {made.published.n_hops} hops"]
+    lines += [f"  {name.ljust(width)}  {mode}  {what}" for name, mode, what in rows]
+    lines.append("each .key file belongs on its stage's machine only; public.json may be shared")
+    lines.append(
+        f"broker accounts in {made.access} for prefix {made.prefix!r}: "
+        f"{', '.join(made.accounts)}; each <identity>.password belongs on that component's "
+        f"machine only; passwd and acl are the broker's (mosquitto -c "
+        f"{made.access / 'mosquitto.conf'}, or shuffledp broker --keys {made.directory})"
     )
+    tls = made.tls
     if tls is not None:
-        print(f"TLS files in {tls.ca_cert.parent}:")
+        lines.append(f"TLS files in {tls.ca_cert.parent}:")
         for path, what in (
             (tls.ca_cert, f"CA certificate, SHA-256 {tls.ca_fingerprint}: give to everyone"),
             (tls.ca_key, "CA private key: keep it offline"),
             (tls.server_cert, f"broker certificate for {', '.join(tls.hosts)}"),
             (tls.server_key, "broker private key: the broker's machine only"),
         ):
-            print(f"  {path.name.ljust(10)}  {_mode(path)}  {what}")
-        print(
-            f"broker over TLS: mosquitto -c {tls_config} (port 8883); components: --broker "
+            lines.append(f"  {path.name.ljust(10)}  {_mode(path)}  {what}")
+        lines.append(
+            f"broker over TLS: mosquitto -c {made.tls_config} (port 8883); components: --broker "
             f"mqtts://HOST:8883 --tls-ca {tls.ca_cert}"
         )
-    return 0
+    return lines
 
 
 def _tls_summary(tls: TlsFiles, config: Path | None) -> dict[str, Any]:

@@ -1,8 +1,22 @@
-"""The `shuffledp` command: one subcommand per component."""
+"""The `shuffledp` command: one subcommand per component.
+
+Errors leave every subcommand the same way: one line ``shuffledp COMMAND: error: MESSAGE`` on
+stderr, the message naming the flag, and the exit status
+
+- 2 for bad input: a flag, a parameter, an input file, an output path that cannot be written
+  (:class:`~shuffledp.errors.InvalidParameterError`, argparse's usage errors) or a bound asked
+  outside its conditions (:class:`~shuffledp.errors.OutsideConditionsError`);
+- 1 for a run that failed: an unreachable broker, a failed round, a file system error
+  (:class:`~shuffledp.errors.OperationalError`, :class:`OSError`).
+
+Anything else is a bug and keeps its traceback. Subcommands have further statuses of their own
+(3 and 4 in :mod:`shuffledp.cli.components`, 130 on Ctrl-C).
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from collections.abc import Sequence
 
@@ -15,23 +29,42 @@ from shuffledp.cli import experiment as experiment_cli
 from shuffledp.cli import keys as keys_cli
 from shuffledp.cli import simulate as simulate_cli
 from shuffledp.cli import stream as stream_cli
-from shuffledp.errors import InvalidParameterError, OutsideConditionsError
+from shuffledp.errors import (
+    InvalidParameterError,
+    OperationalError,
+    OutsideConditionsError,
+    ShuffledpError,
+)
+
+__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
+
+EXIT_USAGE = 2
+EXIT_FAILURE = 1
+
+# argparse says "argument --eps0: must be > 0, got -1"; the converters of shuffledp.cli.argtypes
+# write their rule to follow the flag directly: "--eps0 must be > 0, got -1".
+_ARGUMENT_RULE = re.compile(r"^argument (-[-\w]+(?:/-[-\w]+)*): (must )")
 
 
 class _OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit code 2."""
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        self.exit(2, f"{self.prog}: error: {message}\n")
+        message = _ARGUMENT_RULE.sub(r"\1 \2", " ".join(message.split()))
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}\n")
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = _OneLineParser(
         prog="shuffledp",
         description="The shuffle model of differential privacy with k-randomized response.",
+        epilog="Run `shuffledp COMMAND --help` for a command's options and examples. Errors are "
+        "one line on stderr; exit status 2 for bad input, 1 for a run that failed.",
     )
     parser.add_argument("--version", action="version", version=f"shuffledp {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    sub = parser.add_subparsers(
+        dest="command", metavar="COMMAND", required=True, parser_class=_OneLineParser
+    )
     account_cli.add_parser(sub)
     broker_cli.add_parser(sub)
     keys_cli.add_parser(sub)
@@ -43,15 +76,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def exit_status(error: BaseException) -> int | None:
+    """The exit status for ``error``, or None for an error that is a bug (shown in full)."""
+    if isinstance(error, InvalidParameterError | OutsideConditionsError):
+        return EXIT_USAGE
+    if isinstance(error, OperationalError | ShuffledpError | OSError):
+        return EXIT_FAILURE
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
-    except (InvalidParameterError, OutsideConditionsError) as exc:
-        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
-        return 2
+    except (ShuffledpError, OSError) as exc:
+        status = exit_status(exc)
+        assert status is not None
+        print(f"shuffledp {_command(args)}: error: {_one_line(exc)}", file=sys.stderr)
+        return status
     return code
+
+
+def _command(args: argparse.Namespace) -> str:
+    """The command as typed: `keys init`, not just `keys`."""
+    nested = getattr(args, "keys_command", None)
+    return f"{args.command} {nested}" if nested else str(args.command)
+
+
+def _one_line(error: BaseException) -> str:
+    if isinstance(error, OSError) and not isinstance(error, ShuffledpError) and error.strerror:
+        where = f"{error.filename}: " if error.filename is not None else ""
+        return f"{where}{error.strerror}"
+    return " ".join(str(error).split())
 
 
 if __name__ == "__main__":

@@ -10,6 +10,13 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from shuffledp.accountant.mechanism import N_MAX
+from shuffledp.cli.argtypes import integer, non_negative, positive, probability
+from shuffledp.cli.help import add_command
+from shuffledp.cli.paths import check_input_file
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.security.keys import MAX_HOPS
+
 if TYPE_CHECKING:
     from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
@@ -22,29 +29,100 @@ _RULE_HELP = (
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "simulate",
         help="run one full round: clients, hops, analyzer as separate processes over MQTT",
         description="Start the embedded MQTT broker (or use --broker), make keys, launch the "
         "analyzer, H hops and client processes hosting N simulated clients, run one round and "
         "print the report: true vs estimated histogram, TV distance per estimator and for the "
         "central Gaussian baseline, the guarantee and timings.",
+        examples=[
+            "shuffledp simulate --n 2000 --k 10 --eps0 2",
+            "shuffledp simulate --dataset zipf:1.3 --n 5000 --hops 2 --seed 7 --json",
+            "shuffledp simulate --broker mosquitto --chaos --n 1000",
+        ],
     )
+    _add_round_arguments(p.add_argument_group("the round"))
+    _add_data_arguments(p.add_argument_group("the data"))
+    _add_broker_arguments(p.add_argument_group("broker and keys"))
+    output = p.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    output.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
+    """n, k, eps0, hops, the target, the round id, seeds, sizes and times."""
     p.add_argument(
         "--n",
-        type=int,
+        type=integer(2, N_MAX),
+        metavar="N",
         help="simulated clients (default: 10000 for the generators, every user of a gowalla "
         "file, the sum of a histogram; a smaller n with gowalla: a uniformly random subset of "
         "the users)",
     )
     p.add_argument(
         "--k",
-        type=int,
+        type=integer(2, MAX_K),
+        metavar="K",
         help="number of values (default: 15 for the generators, the region's cells for "
         "gowalla, the number of entries of histogram/probabilities; a different --k is an error)",
     )
-    p.add_argument("--eps0", type=float, default=4.0, help="local k-RR epsilon (default 4)")
-    p.add_argument("--hops", type=int, help="shuffler hops (default 3, or the hops of --keys DIR)")
+    p.add_argument("--eps0", type=positive, default=4.0, metavar="EPS0", help="local k-RR epsilon")
+    p.add_argument(
+        "--hops",
+        type=integer(1, MAX_HOPS),
+        metavar="H",
+        help="shuffler hops (default: 3, or the hops of --keys DIR)",
+    )
+    p.add_argument(
+        "--round",
+        type=integer(0, MAX_ROUND_ID),
+        metavar="ID",
+        help="round id (default: 1 with fresh keys; with --keys a fresh random one, since "
+        "reports and tags are bound to the round and a round id must not repeat under one "
+        "key directory)",
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0),
+        metavar="SEED",
+        help="seed every generator (reproducible; default: OS CSPRNG)",
+    )
+    p.add_argument(
+        "--client-processes",
+        type=integer(1, 64),
+        default=2,
+        metavar="COUNT",
+        help="client processes (at most --n)",
+    )
+    target = p.add_mutually_exclusive_group()
+    target.add_argument(
+        "--delta", type=probability, default=1e-6, metavar="DELTA", help="target delta"
+    )
+    target.add_argument(
+        "--eps", type=non_negative, metavar="EPS", help="report the delta bracket at this eps"
+    )
+    p.add_argument(
+        "--min-batch", type=integer(1), metavar="COUNT", help="hops' minimum batch (default: n/2)"
+    )
+    p.add_argument(
+        "--deadline",
+        type=positive,
+        metavar="SECONDS",
+        help="hops' deadline (default: 60 + 2 ms * n)",
+    )
+    p.add_argument(
+        "--timeout",
+        type=positive,
+        metavar="SECONDS",
+        help="stop the whole run after this many seconds (default: from --deadline and --hops)",
+    )
+
+
+def _add_data_arguments(p: argparse._ArgumentGroup) -> None:
+    """What the clients hold: a generator, a histogram, or check-ins in a region."""
     p.add_argument(
         "--dataset",
         default="synthetic",
@@ -58,6 +136,7 @@ def add_parser(subparsers: Any) -> None:
     )
     p.add_argument(
         "--region",
+        metavar="NAME",
         help="gowalla region: sf (24 x 17 cells) or paris (16 x 12), or the name of a --box",
     )
     p.add_argument(
@@ -71,8 +150,13 @@ def add_parser(subparsers: Any) -> None:
         help="cells of the region: longitude steps x latitude steps, e.g. 24x17 (cell = row * "
         "columns + column, row 0 in the south, column 0 in the west)",
     )
+
+
+def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
+    """Where the components meet and how they log in."""
     p.add_argument(
         "--broker",
+        metavar="URL",
         help="external broker URL, e.g. mqtt://127.0.0.1:1883, or 'mosquitto' to start a "
         "Mosquitto (installed) on a free loopback port with this run's accounts and ACLs "
         "(default: start the embedded amqtt broker)",
@@ -106,46 +190,25 @@ def add_parser(subparsers: Any) -> None:
         metavar="DIR",
         help="use this key directory (`shuffledp keys init`: its hops, broker accounts, topic "
         "prefix and client enrolment; e.g. for a Mosquitto started with DIR/access/"
-        "mosquitto.conf) instead of fresh keys",
+        "mosquitto.conf) instead of fresh keys in a temporary folder",
     )
-    p.add_argument(
-        "--round",
-        type=int,
-        help="round id (default 1 with fresh keys; with --keys a fresh random one, since "
-        "reports and tags are bound to the round and a round id must not repeat under one "
-        "key directory)",
-    )
-    p.add_argument(
-        "--seed", type=int, help="seed every generator (reproducible; default: OS CSPRNG)"
-    )
-    p.add_argument("--client-processes", type=int, default=2, help="client processes (default 2)")
-    target = p.add_mutually_exclusive_group()
-    target.add_argument("--delta", type=float, default=1e-6, help="target delta (default 1e-6)")
-    target.add_argument("--eps", type=float, help="report the delta bracket at this eps")
-    p.add_argument("--min-batch", type=int, help="hops' minimum batch (default n/2)")
-    p.add_argument("--deadline", type=float, help="hops' deadline in s (default 60 + 2 ms * n)")
-    p.add_argument("--timeout", type=float, help="stop the whole run after this many seconds")
-    p.add_argument("--json", action="store_true", help="print the report as one JSON object")
-    p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
-    p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
     from shuffledp.security.keys import load_public_directory
     from shuffledp.simulations.data.datasets import DEFAULT_K, parse_dataset_spec
     from shuffledp.simulations.data.regions import region_from_options
-    from shuffledp.simulations.pipeline.simulate import (
-        SimulationError,
-        SimulationOptions,
-        run_simulation,
-    )
+    from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
 
     region = None
     if args.region is not None or args.box is not None or args.grid is not None:
         region = region_from_options(args.region, args.box, args.grid)
+    spec = parse_dataset_spec(args.dataset)
+    if spec.path is not None and spec.path != "-":
+        check_input_file("--dataset", Path(spec.path))
     k = args.k
     if k is None:
-        k = parse_dataset_spec(args.dataset).fixed_k(region) or DEFAULT_K
+        k = spec.fixed_k(region) or DEFAULT_K
     hops = args.hops
     if hops is None:
         hops = 3 if args.keys is None else load_public_directory(args.keys).n_hops
@@ -185,9 +248,8 @@ def run(args: argparse.Namespace) -> int:
             "shuffledp simulate: interrupted; every process it started was stopped", file=sys.stderr
         )
         return 130
-    except (SimulationError, OSError) as exc:
-        print(f"shuffledp simulate: error: {exc}", file=sys.stderr)
-        return 1
+    # SimulationError, an unreachable broker (BrokerError) and OSError reach main(): one line,
+    # exit status 1.
     if args.json:
         print(json.dumps(report, allow_nan=False))
     else:
@@ -221,7 +283,13 @@ class _ProgressDisplay:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if exc_type is not None and issubclass(exc_type, Exception):
+            # An error (not Ctrl-C, which keeps them): erase the bars (Progress.stop would add a blank line on a non-terminal): the
+            # error's one line is all that is left on the screen.
+            self._progress.live.transient = True
+            self._progress.live.stop()
+            return
         self._progress.__exit__(None, None, None)
 
     def update(self, counts: dict[str, dict[str, Any]], states: dict[str, dict[str, Any]]) -> None:

@@ -3,9 +3,10 @@
 ``shuffledp stream --dataset PATH|- --region paris --epoch 7d [--budget EPS,DELTA] [--json]``
 prints one line per epoch as soon as its round is over (with ``--json``: one JSON object per
 epoch and a final ``"type": "summary"`` object, one per line) and a summary at the end. Errors
-are one line on stderr: exit 2 for bad options, 1 when the input cannot form a stream or the
-pipeline cannot start; 1 also when the stream completed but some epoch's round failed (the
-summary says which).
+are one line on stderr: exit 2 for bad options or an input that is missing, unreadable or
+malformed; 1 when the input cannot form a stream or the pipeline cannot start (an unreachable
+broker included); 1 also when the stream completed but some epoch's round failed (the summary
+says which).
 """
 
 from __future__ import annotations
@@ -17,11 +18,16 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
+from shuffledp.cli.argtypes import integer, positive, probability
+from shuffledp.cli.help import add_command
+from shuffledp.security.keys import MAX_HOPS
+
 __all__ = ["add_parser", "format_record", "format_summary", "run"]
 
 
 def add_parser(subparsers: Any) -> None:
-    p = subparsers.add_parser(
+    p = add_command(
+        subparsers,
         "stream",
         help="replay check-ins over time as epochs, one pipeline round per epoch, with "
         "per-user privacy composed over the rounds",
@@ -32,7 +38,24 @@ def add_parser(subparsers: Any) -> None:
         "MQTT). Each user's guarantee over the rounds it took part in is composed with "
         "dp-accounting; with --budget a user whose next report would exceed it stops "
         "reporting.",
+        examples=[
+            "shuffledp stream --dataset checkins.txt.gz --region paris --epoch 7d",
+            "shuffledp stream --dataset checkins.txt.gz --region sf --budget 3,1e-5 --json",
+            "zcat checkins.txt.gz | shuffledp stream --dataset - --box 48.8,48.9,2.25,2.42 "
+            "--grid 16x12 --epoch 1d --max-epochs 10",
+        ],
     )
+    _add_input_arguments(p.add_argument_group("input and region"))
+    _add_privacy_arguments(p.add_argument_group("privacy"))
+    _add_pipeline_arguments(p.add_argument_group("pipeline"))
+    output = p.add_argument_group("output")
+    output.add_argument("--json", action="store_true", help="one JSON object per line")
+    output.add_argument("--quiet", action="store_true", help="no progress display on stderr")
+    p.set_defaults(func=run)
+
+
+def _add_input_arguments(p: argparse._ArgumentGroup) -> None:
+    """The check-ins, the region they are counted in, the epochs they are cut into."""
     p.add_argument(
         "--dataset",
         required=True,
@@ -40,64 +63,76 @@ def add_parser(subparsers: Any) -> None:
         help="SNAP check-ins (user, time, lat, lon, location; plain or .gz), or '-' for "
         "standard input in time order (a live feed)",
     )
-    p.add_argument("--region", help="preset region: paris or sf")
-    p.add_argument("--box", help="LAT_MIN,LAT_MAX,LON_MIN,LON_MAX (needs --grid)")
-    p.add_argument("--grid", help="COLUMNSxROWS, longitude steps first (e.g. 16x12)")
-    p.add_argument("--epoch", default="7d", help="epoch length: N and h, d or w (default 7d)")
-    p.add_argument("--eps0", type=float, default=4.0, help="local k-RR epsilon (default 4)")
+    p.add_argument("--region", metavar="NAME", help="preset region: paris or sf")
+    p.add_argument(
+        "--box", metavar="LAT_MIN,LAT_MAX,LON_MIN,LON_MAX", help="a custom region (needs --grid)"
+    )
+    p.add_argument(
+        "--grid", metavar="COLUMNSxROWS", help="cells of --box, longitude steps first (e.g. 16x12)"
+    )
+    p.add_argument("--epoch", default="7d", metavar="LENGTH", help="epoch length: N and h, d or w")
+
+
+def _add_privacy_arguments(p: argparse._ArgumentGroup) -> None:
+    """Each round's guarantee, each user's budget, the composition grid."""
+    p.add_argument("--eps0", type=positive, default=4.0, metavar="EPS0", help="local k-RR epsilon")
     p.add_argument(
         "--budget",
         metavar="EPS,DELTA",
         help="each user's total budget: it stops reporting once its composed delta at EPS "
-        "would exceed DELTA",
+        "would exceed DELTA (default: no budget)",
     )
     p.add_argument(
-        "--delta", type=float, default=1e-6, help="each round's target delta (default 1e-6)"
+        "--delta", type=probability, default=1e-6, metavar="DELTA", help="each round's target delta"
     )
     p.add_argument(
-        "--broker",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
-    )
-    p.add_argument("--hops", type=int, default=3, help="shuffler hops (default 3)")
-    p.add_argument(
-        "--seed", type=int, help="seed every generator (reproducible; default: OS CSPRNG)"
-    )
-    p.add_argument(
-        "--max-epochs", type=int, help="stop after this many epochs (empty ones included)"
+        "--max-epochs",
+        type=integer(1),
+        metavar="COUNT",
+        help="stop after this many epochs, empty ones included (default: no limit)",
     )
     p.add_argument(
         "--min-users",
-        type=int,
+        type=integer(2),
         default=2,
-        help="skip an epoch with fewer reporting users (default 2, the smallest round)",
+        metavar="COUNT",
+        help="skip an epoch with fewer reporting users (2 is the smallest round)",
     )
     p.add_argument(
         "--discretization",
-        type=float,
-        help="privacy-loss grid of the per-user composition (default 1e-3; 1e-2 is ~6x faster "
+        type=positive,
+        metavar="STEP",
+        help="privacy-loss grid of the per-user composition (default: 1e-3; 1e-2 is ~6x faster "
         "and uses ~10x less memory, and overstates eps by more)",
     )
-    p.add_argument("--json", action="store_true", help="one JSON object per line")
-    p.add_argument("--quiet", action="store_true", help="no progress display on stderr")
-    p.set_defaults(func=run)
+
+
+def _add_pipeline_arguments(p: argparse._ArgumentGroup) -> None:
+    """The pipeline each epoch's round runs through."""
+    p.add_argument(
+        "--broker",
+        metavar="URL",
+        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
+    )
+    p.add_argument(
+        "--hops", type=integer(1, MAX_HOPS), default=3, metavar="H", help="shuffler hops"
+    )
+    p.add_argument(
+        "--seed",
+        type=integer(0),
+        metavar="SEED",
+        help="seed every generator (reproducible; default: OS CSPRNG)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.simulations.data.checkins import (
-        CheckInReader,
-        CheckInReadError,
-        load_checkin_arrays,
-    )
+    from shuffledp.simulations.data.checkins import CheckInReader
     from shuffledp.simulations.data.regions import region_from_options
-    from shuffledp.simulations.pipeline.simulate import SimulationError, SimulationOptions
+    from shuffledp.simulations.pipeline.simulate import SimulationOptions
     from shuffledp.simulations.pipeline.stream import (
         STREAM_DISCRETIZATION,
         InputCounts,
-        StreamError,
-        StreamEvent,
         StreamSettings,
-        events_from_arrays,
-        events_from_checkins,
         parse_budget,
         parse_epoch_length,
     )
@@ -126,24 +161,9 @@ def run(args: argparse.Namespace) -> int:
     )
     counts = InputCounts()
     reader = CheckInReader(args.dataset)
-    events: Iterator[StreamEvent]
-    total_epochs: int | None = None
-    try:
-        if args.dataset == "-":
-            events = events_from_checkins(reader, region, counts)
-        else:
-            arrays = load_checkin_arrays(reader, region)
-            counts.outside_region = arrays.outside
-            events = events_from_arrays(arrays)
-            if len(arrays) and arrays.has_times:
-                first, last = int(arrays.time.min()), int(arrays.time.max())
-                total_epochs = _epochs_between(first, last, settings.epoch_seconds)
-                if settings.max_epochs is not None:
-                    total_epochs = min(total_epochs, settings.max_epochs)
-    except (StreamError, CheckInReadError, OSError) as exc:
-        print(f"shuffledp stream: error: {exc}", file=sys.stderr)
-        return 1
-
+    # Errors reach main(): an unreadable or malformed input (CheckInReadError) exit status 2,
+    # a stream that cannot form (StreamError) or a failed pipeline exit status 1.
+    events, total_epochs = _events(args.dataset, reader, region, settings, counts)
     show_progress = not (args.quiet or args.json)
     printer = _Printer(args.json, settings.epoch_seconds)
     try:
@@ -155,9 +175,6 @@ def run(args: argparse.Namespace) -> int:
             "shuffledp stream: interrupted; every process it started was stopped", file=sys.stderr
         )
         return 130
-    except (StreamError, CheckInReadError, SimulationError, OSError) as exc:
-        print(f"shuffledp stream: error: {exc}", file=sys.stderr)
-        return 1
     summary["input"] = {**reader.stats.as_dict(), "outside_region": counts.outside_region}
     if args.json:
         print(json.dumps(summary, allow_nan=False), flush=True)
@@ -171,6 +188,27 @@ def run(args: argparse.Namespace) -> int:
         )
         return 1
     return 0
+
+
+def _events(
+    dataset: str, reader: Any, region: Any, settings: Any, counts: Any
+) -> tuple[Iterator[Any], int | None]:
+    """The epoch events of the input, and the number of epochs when it is a file (known ahead:
+    the progress bar's total); standard input is read as it comes."""
+    from shuffledp.simulations.data.checkins import load_checkin_arrays
+    from shuffledp.simulations.pipeline.stream import events_from_arrays, events_from_checkins
+
+    if dataset == "-":
+        return events_from_checkins(reader, region, counts), None
+    arrays = load_checkin_arrays(reader, region)
+    counts.outside_region = arrays.outside
+    total_epochs = None
+    if len(arrays) and arrays.has_times:
+        first, last = int(arrays.time.min()), int(arrays.time.max())
+        total_epochs = _epochs_between(first, last, settings.epoch_seconds)
+        if settings.max_epochs is not None:
+            total_epochs = min(total_epochs, settings.max_epochs)
+    return events_from_arrays(arrays), total_epochs
 
 
 def _epochs_between(first: int, last: int, length: int) -> int:
@@ -372,7 +410,13 @@ class _Progress:
         self._progress.__enter__()
         return self
 
-    def __exit__(self, *exc_info: object) -> None:
+    def __exit__(self, exc_type: type[BaseException] | None, *exc_info: object) -> None:
+        if exc_type is not None and issubclass(exc_type, Exception):
+            # An error (not Ctrl-C, which keeps them): erase the bars (Progress.stop would add a blank line on a non-terminal): the
+            # error's one line is all that is left on the screen.
+            self._progress.live.transient = True
+            self._progress.live.stop()
+            return
         self._progress.__exit__(None, None, None)
 
     def round_started(self, round_id: int, n: int) -> None:

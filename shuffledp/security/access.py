@@ -235,8 +235,8 @@ def init_access(
         raise AccessError(f"{root}: access directory must be a directory, it is not")
     if not overwrite and root.exists() and any(root.iterdir()):
         raise AccessError(
-            f"{root}: access directory already holds files (pass overwrite=True / --overwrite "
-            f"to replace the broker credentials)"
+            f"{root}: access directory already holds files (--overwrite replaces the "
+            f"broker credentials)"
         )
     root.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
     passwords = {
@@ -320,7 +320,7 @@ max_inflight_messages 1000
 max_packet_size {MAX_PACKET_BYTES}
 """
 """Mosquitto lines every configuration made here needs so that no QoS 1 report is dropped
-silently (in the broker template of shuffledp/brokers/embedded.py, the ``mosquitto.conf`` of
+silently (in the broker template of shuffledp/brokers/mosquitto.py, the ``mosquitto.conf`` of
 ``keys init`` and the TLS one)."""
 
 

@@ -146,8 +146,7 @@ def init_key_directory(
         for path in [public_path, *targets, *sorted(stale)]:
             if os.path.lexists(path):
                 raise KeyDirectoryError(
-                    f"{path}: key directory file already exists (pass overwrite=True / "
-                    f"--overwrite to replace the keys)"
+                    f"{path}: key directory file already exists (--overwrite replaces the keys)"
                 )
 
     keys: list[PrivateKey] = []
@@ -416,8 +415,7 @@ def _write_file(path: Path, data: bytes, mode: int, *, replace: bool) -> None:
         fd = os.open(target, flags, mode)
     except FileExistsError:
         raise KeyDirectoryError(
-            f"{path}: key directory file already exists (pass overwrite=True / --overwrite to "
-            f"replace the keys)"
+            f"{path}: key directory file already exists (--overwrite replaces the keys)"
         ) from None
     except OSError as exc:
         raise KeyDirectoryError(f"{target}: cannot create file: {exc.strerror}") from None

@@ -336,8 +336,8 @@ def check_tls_absent(directory: str | os.PathLike[str], *, overwrite: bool) -> N
     for path in [*(root / name for name in _WRITE_ORDER), config]:
         if os.path.lexists(path):
             raise TlsError(
-                f"{path}: TLS file already exists (pass overwrite=True / --overwrite to replace "
-                f"the CA and the server certificate)"
+                f"{path}: TLS file already exists (--overwrite replaces the "
+                f"CA and the server certificate)"
             )
 
 

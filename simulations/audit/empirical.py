@@ -91,7 +91,7 @@ from shuffledp.accountant import (
 from shuffledp.accountant.bounds import BoundKind
 from shuffledp.accountant.mechanism import require_eps
 from shuffledp.errors import InvalidParameterError
-from shuffledp.randomness import RandomSource, default_source
+from shuffledp.randomness import RandomSource, SeedLike, default_source, seed_value
 from shuffledp.validation import require_finite, require_int
 
 __all__ = [
@@ -212,7 +212,7 @@ def single_bin_dataset(n: int, k: int, nx0: int) -> AuditDataset:
     """The seed paper's setting: nx0 others hold x0, the rest x2 = 2 (x1 = 1 when k = 2)."""
     require_int("n", n, 2)
     require_int("k", k, 2, MAX_K)
-    require_int("nx0", nx0, 0, n - 1, bound="[0, n - 1]")
+    require_int("--nx0", nx0, 0, n - 1, bound="[0, n - 1]")
     rest_value = X2 if k >= 3 else X1
     others = [0] * k
     others[X0] = nx0
@@ -675,7 +675,7 @@ def run_audit(
     dataset: str = "worst",
     nx0: int | None = None,
     trials: int = DEFAULT_TRIALS,
-    seed: int | None = None,
+    seed: SeedLike = None,
     alpha: float = AUDIT_ALPHA,
     with_bounds: bool = True,
     progress: Callable[[int], Callable[[], None]] | None = None,
@@ -683,20 +683,20 @@ def run_audit(
     """Audit shuffled k-RR(n, k, eps0) at eps on a neighbouring pair (module docstring).
 
     ``dataset``: "worst" or "single-bin" (then ``nx0`` is required); ``trials`` per dataset
-    (half chooses the region, half is held out); ``seed``: None for the OS CSPRNG; ``progress``:
-    given the number of steps, returns the callable to advance by one; ``with_bounds``: compute
-    every bound beside the result (delta_upper, the valid guarantee, always).
+    (half chooses the region, half is held out); ``seed``: None for the OS CSPRNG, an int, or a
+    numpy Generator (a seed is drawn from it and recorded); ``progress``: given the number of
+    steps, returns the callable to advance by one; ``with_bounds``: compute every bound beside
+    the result (delta_upper, the valid guarantee, always).
     """
     started = time.monotonic()
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     require_int("k", k, 2, MAX_K)
     eps = require_eps(eps)
-    require_int("trials", trials, 20, MAX_TRIALS)
+    require_int("--trials", trials, 20, MAX_TRIALS)
     alpha = require_finite("alpha", alpha)
     if not 0.0 < alpha < 1.0:
         raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}")
-    if seed is not None:
-        require_int("seed", seed, 0)
+    seed_int = seed_value(seed)  # a numpy Generator: a seed drawn from it, recorded
     worst_candidates: dict[str, float] | None = None
     if dataset == "worst":
         if nx0 is not None:
@@ -709,7 +709,7 @@ def run_audit(
     else:
         raise InvalidParameterError(f"dataset must be worst or single-bin, got {dataset!r}")
 
-    source = default_source(seed)
+    source = default_source(seed_int)
     chunks = -(-trials // chunk_trials(k))
     advance = progress(2 * chunks) if progress is not None else None
     stats_p = sample_two_counts(pair, X0, mech.eps0, trials, source, advance)
@@ -770,8 +770,8 @@ def run_audit(
         delta_lower_ci=delta_lower_ci,
         exact_region_delta=exact_region_delta,
         exact_statistic_delta=exact_statistic_delta,
-        randomness=source.name if seed is None else f"{source.name} (reproducible audit)",
-        seed=seed,
+        randomness=source.name if seed_int is None else f"{source.name} (reproducible audit)",
+        seed=seed_int,
         bounds=bounds,
         delta_upper=delta_upper,
         published=published_value(n, k, mech.eps0, pair.nx0, eps),

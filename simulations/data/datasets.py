@@ -35,7 +35,7 @@ from scipy.special import ndtr, ndtri
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_K
-from shuffledp.randomness import RandomSource, SystemRandom
+from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.simulations.data.regions import DECIMAL_NUMBER, Region
 from shuffledp.validation import require_int
@@ -77,7 +77,7 @@ DEFAULT_ZIPF_EXPONENT = 1.1
 """Exponent s of ``zipf`` without ``:S``."""
 MAX_N = 100_000_000
 """Largest n accepted: 800 MB of values, and about ten hours through the pipeline at its
-measured 2,800 reports/s (README); anything larger is a typo."""
+measured 2,800 reports/s (docs/performance.md); anything larger is a typo."""
 
 DATASET_KINDS = (
     "synthetic",
@@ -116,12 +116,12 @@ def synthetic_distribution(k: int) -> npt.NDArray[np.float64]:
     return np.diff(cdf)
 
 
-def synthetic_values(n: int, k: int, rng: RandomSource | None = None) -> npt.NDArray[np.int64]:
+def synthetic_values(n: int, k: int, rng: RandomLike = None) -> npt.NDArray[np.int64]:
     """n values in [0, k), independent draws from :func:`synthetic_distribution`, using ``rng``
     (the OS CSPRNG unless a source is given)."""
     require_int("n", n, 0)
     require_int("k", k, 2, MAX_K)
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     # Inverse transform: u uniform in (0, 1) -> N(0, 2) sample -> bin (u = 0 maps to -inf, bin 0).
     samples = SYNTHETIC_SD * ndtri(source.uniform(n))
     width = 2.0 * _HALF_WIDTH / k
@@ -141,11 +141,11 @@ def uniform_distribution(k: int) -> npt.NDArray[np.float64]:
     return np.full(k, 1.0 / k)
 
 
-def uniform_values(n: int, k: int, rng: RandomSource | None = None) -> npt.NDArray[np.int64]:
+def uniform_values(n: int, k: int, rng: RandomLike = None) -> npt.NDArray[np.int64]:
     """n independent uniform values in [0, k) (exactly uniform: rejection sampling)."""
     require_int("n", n, 0, MAX_N)
     require_int("k", k, 2, MAX_K)
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     return source.integers(k, n)
 
 
@@ -165,7 +165,7 @@ def zipf_distribution(k: int, s: float = DEFAULT_ZIPF_EXPONENT) -> npt.NDArray[n
 
 
 def zipf_values(
-    n: int, k: int, s: float = DEFAULT_ZIPF_EXPONENT, rng: RandomSource | None = None
+    n: int, k: int, s: float = DEFAULT_ZIPF_EXPONENT, rng: RandomLike = None
 ) -> npt.NDArray[np.int64]:
     """n independent draws from :func:`zipf_distribution`."""
     return distribution_values(zipf_distribution(k, s), n, rng)
@@ -189,7 +189,7 @@ def _require_probabilities(probabilities: npt.ArrayLike) -> npt.NDArray[np.float
 
 
 def distribution_values(
-    probabilities: npt.ArrayLike, n: int, rng: RandomSource | None = None
+    probabilities: npt.ArrayLike, n: int, rng: RandomLike = None
 ) -> npt.NDArray[np.int64]:
     """n independent draws of j with probability ``probabilities[j]`` (inverse transform).
 
@@ -199,7 +199,7 @@ def distribution_values(
     """
     p = _require_probabilities(probabilities)
     require_int("n", n, 0, MAX_N)
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     cdf = np.cumsum(p)
     last = int(np.flatnonzero(p > 0)[-1])
     cdf[last:] = 1.0
@@ -223,9 +223,7 @@ def _require_counts(counts: npt.ArrayLike) -> npt.NDArray[np.int64]:
     return c.astype(np.int64)
 
 
-def histogram_values(
-    counts: npt.ArrayLike, rng: RandomSource | None = None
-) -> npt.NDArray[np.int64]:
+def histogram_values(counts: npt.ArrayLike, rng: RandomLike = None) -> npt.NDArray[np.int64]:
     """Exactly ``counts[j]`` copies of each j, in a uniformly random order."""
     c = _require_counts(counts)
     values = np.repeat(np.arange(c.size, dtype=np.int64), c)
@@ -395,7 +393,7 @@ def resolve_dataset(
     n: int | None,
     k: int | None,
     region: Region | None,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
 ) -> Dataset:
     """The dataset of a ``--dataset`` spec (:data:`DATASET_KINDS`).
 
@@ -405,7 +403,7 @@ def resolve_dataset(
     (drawn with ``rng``), a larger one an error. Randomness: ``rng``, the OS CSPRNG if None.
     """
     parsed = check_dataset_sizes(spec, n=n, k=k, region=region)
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     if parsed.kind == "gowalla":
         assert region is not None and parsed.path is not None  # checked above
         return _gowalla(parsed, parsed.path, n=n, region=region, rng=source)

@@ -12,7 +12,7 @@ that is row-major from the south-west corner. A heat map drawn with ``origin="lo
 (lat == lat_max or lon == lon_max) goes to the last row or column; a point outside the box has
 no cell.
 
-Presets are the evaluation's regions (shared/data/README.md): ``sf`` is San Francisco, lat
+Presets are the evaluation's regions (docs/data-and-streams.md): ``sf`` is San Francisco, lat
 37.7228..37.7946, lon -122.5153..-122.3789, 24 columns (lon) x 17 rows (lat) = 408 cells;
 ``paris`` is lat 48.8286..48.8798, lon 2.2855..2.3909, 16 columns x 12 rows = 192 cells.
 """

@@ -1,7 +1,7 @@
 """The fast in-process path: one round without the broker and the crypto, same code otherwise.
 
 A sweep over n, eps0 and many repetitions through the real pipeline would spend nearly all its
-time on sealed boxes and MQTT (about 2,700 reports/s on 2 cores, README). What decides the
+time on sealed boxes and MQTT (about 2,700 reports/s on 2 cores, docs/performance.md). What decides the
 published histogram is three pure functions, and this module calls exactly those:
 
 1. each value is randomised by :func:`shuffledp.clients.krr.krr_randomize`, the function every
@@ -46,7 +46,13 @@ from shuffledp.clients.krr import krr_randomize
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.errors import REJECTION_REASONS
 from shuffledp.protocol.record import MAX_K
-from shuffledp.randomness import RandomSource, SeededRandom, SystemRandom
+from shuffledp.randomness import (
+    RandomLike,
+    RandomSource,
+    SeededRandom,
+    SystemRandom,
+    as_random_source,
+)
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.validation import require_int, require_positive
@@ -166,18 +172,18 @@ def histogram_of_round(
     *,
     k: int,
     eps0: float,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     hops: int = 1,
 ) -> npt.NDArray[np.int64]:
     """The analyzer's histogram of one round over ``values`` (true values in [0, k)): k-RR with
     the clients' function, ``hops`` uniform permutations with the hops' function, counted.
 
-    Randomness from ``rng`` (the OS CSPRNG unless a source is given). InvalidParameterError for
+    Randomness from ``rng`` (the OS CSPRNG unless a RandomSource or a numpy Generator is given). InvalidParameterError for
     values that are not integers in [0, k), k not in [2, 2^32], eps0 not finite > 0, hops < 1.
     """
     require_int("k", k, 2, MAX_K)
     require_int("hops", hops, 1, 64)
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     reports = krr_randomize(values, k, eps0, source)
     for _ in range(hops):
         reports = reports[uniform_permutation(int(reports.size), source)]
@@ -190,7 +196,7 @@ def run_round(
     *,
     k: int,
     eps0: float,
-    rng: RandomSource | None = None,
+    rng: RandomLike = None,
     target_delta: float = 1e-6,
     eps: float | None = None,
     hops: int = 1,
@@ -199,7 +205,7 @@ def run_round(
     randomness_name: str | None = None,
     inverted: EpsAtDelta | None = None,
 ) -> dict[str, Any]:
-    """One round on the fast path: the report (DESIGN.md "Report") with the keys the pipeline's
+    """One round on the fast path: the report (docs/report-schema.md) with the keys the pipeline's
     report has (``round``, ``n_expected``, ``n_received``, ``rejected``, ``k``, ``eps0``,
     ``histogram``, ``estimate``, ``estimator``, ``privacy``, ``randomness``, ``true_histogram``,
     ``tv_distance``, ``IBU_method``, ``baseline``), plus ``path`` = "fast".
@@ -212,7 +218,7 @@ def run_round(
     :func:`eps_at_delta` of this round's (n, k, eps0, target_delta), when the caller computed it
     already (e.g. once per grid point in the parent process rather than once per worker).
     """
-    source: RandomSource = rng if rng is not None else SystemRandom()
+    source: RandomSource = as_random_source(rng)
     truth_values = np.asarray(values)
     histogram = histogram_of_round(truth_values, k=k, eps0=eps0, rng=source, hops=hops)
     truth = np.bincount(truth_values.astype(np.int64), minlength=k)

@@ -144,8 +144,8 @@ class SimulationOptions:
         if self.tls_ca is not None:
             if self.broker in (None, MOSQUITTO) or not parse_broker_address(self.broker).tls:
                 raise InvalidParameterError(
-                    f"tls_ca (--tls-ca {self.tls_ca}) needs an mqtts:// broker (--broker "
-                    f"mqtts://HOST[:PORT]), got broker {self.broker!r}"
+                    f"--tls-ca {self.tls_ca} needs an mqtts:// broker (--broker "
+                    f"mqtts://HOST[:PORT]), got --broker {self.broker!r}"
                 )
             from shuffledp.security.tls import client_tls_context
 
@@ -155,7 +155,7 @@ class SimulationOptions:
         require_int("client_processes", self.client_processes, 1, 64)
         if self.n is not None and self.client_processes > self.n:
             raise InvalidParameterError(
-                f"client_processes must be <= n = {self.n}, got {self.client_processes}"
+                f"--client-processes must be <= --n = {self.n}, got {self.client_processes}"
             )
         require_delta(self.target_delta)
         if self.eps is not None:
@@ -164,7 +164,7 @@ class SimulationOptions:
             if self.n is None:
                 require_int("min_batch", self.min_batch, 1)
             else:
-                require_int("min_batch", self.min_batch, 1, self.n, bound="[1, n]")
+                require_int("--min-batch", self.min_batch, 1, self.n, bound="[1, --n]")
         if self.deadline is not None:
             require_positive("deadline", self.deadline)
         if self.timeout is not None:
@@ -186,7 +186,7 @@ class SimulationOptions:
         published = load_public_directory(self.keys)
         if published.n_hops != self.hops:
             raise InvalidParameterError(
-                f"hops must be the key directory's {published.n_hops} ({self.keys}), got "
+                f"--hops must be the key directory's {published.n_hops} ({self.keys}), got "
                 f"{self.hops}"
             )
         if not self.auth:
@@ -195,7 +195,7 @@ class SimulationOptions:
         roster = access.roster
         if self.client_processes > roster.client_processes:
             raise InvalidParameterError(
-                f"client_processes must be <= the {roster.client_processes} client accounts of "
+                f"--client-processes must be <= the {roster.client_processes} client accounts of "
                 f"{self.keys}, got {self.client_processes}"
             )
         if self.n is not None:
@@ -271,7 +271,7 @@ def _child_seed(seed: int, round_id: int, index: int) -> int:
 async def run_simulation(
     options: SimulationOptions, *, on_progress: ProgressCallback | None = None
 ) -> dict[str, Any]:
-    """Run one full round (module docstring) and return the report (DESIGN.md "Report") with
+    """Run one full round (module docstring) and return the report (docs/report-schema.md) with
     ``true_histogram``, ``tv_distance``, ``timings`` and ``simulation``. Raises SimulationError
     if a component fails or the round does not complete within the timeout, and
     InvalidParameterError if the dataset cannot give the round (a check-in file with fewer
@@ -358,7 +358,7 @@ class PipelineSession:
                 )
                 self._broker_label = f"embedded amqtt at {self._url}"
             elif self.options.broker == MOSQUITTO:
-                from shuffledp.brokers.embedded import MosquittoBroker
+                from shuffledp.brokers.mosquitto import MosquittoBroker
 
                 self._mosquitto = MosquittoBroker(
                     access_dir=self._keys / "access" if self.options.auth else None
@@ -397,193 +397,333 @@ class PipelineSession:
         started: float | None = None,
     ) -> dict[str, Any]:
         """One round over ``values`` (true values in [0, k), one per simulated client): the
-        report (DESIGN.md "Report") with the simulation's additions. SimulationError if a
+        report (docs/report-schema.md) with the simulation's additions. SimulationError if a
         component fails, the round is refused, or it does not complete within the timeout."""
-        options = self.options
         started = time.monotonic() if started is None else started
         if self._workdir is None or self._keys is None or self._url is None:
             raise RuntimeError("PipelineSession is not running (use `async with`)")
         require_int("round_id", round_id, 0)
-        true_values = np.asarray(values)
-        if true_values.ndim != 1 or not np.issubdtype(true_values.dtype, np.integer):
-            raise InvalidParameterError("values must be a 1-d array of integers")
-        n = int(true_values.size)
-        if n < 2:
-            raise InvalidParameterError(f"a round needs at least 2 reports, got {n}")
-        if true_values.min() < 0 or true_values.max() >= options.k:
-            raise InvalidParameterError(f"values must lie in [0, k) = [0, {options.k})")
+        true_values = _round_values(values, self.options.k)
         workdir = self._workdir / f"round-{round_id}"
         workdir.mkdir(exist_ok=False)
         children: list[_Child] = []
-        prefix, url, keys = self.prefix, self._url, self._keys
         try:
-            truth = np.bincount(true_values, minlength=options.k)
-            processes = min(options.client_processes, n)
-            value_files = []
-            for index, part in enumerate(np.array_split(true_values, processes)):
-                path = workdir / f"values-{index}.txt"
-                path.write_text("".join(f"{int(v)}\n" for v in part), encoding="utf-8")
-                value_files.append((path, int(part.size)))
-
-            deadline_seconds = options.deadline_for(n)
-            common = ["--broker", url, "--keys", str(keys), "--prefix", prefix]
-            common += ["--round", str(round_id)]
-            if not options.auth:
-                common.append("--no-auth")
-            if options.tls_ca is not None:
-                common += ["--tls-ca", os.path.abspath(options.tls_ca)]
-            deadline = str(deadline_seconds)
-            min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
-            if n < min_batch:
-                raise RoundRefusedError(
-                    f"round {round_id}: {n} reports is below the minimum batch size {min_batch}; "
-                    "the round is refused (nothing was sent or published)"
-                )
-            analyzer_args = ["analyzer", *common, "--k", str(options.k)]
-            analyzer_args += ["--eps0", repr(options.eps0)]
-            analyzer_args += ["--expected", str(n), "--deadline", deadline]
-            if options.eps is not None:
-                analyzer_args += ["--eps", repr(options.eps)]
-            else:
-                analyzer_args += ["--delta", repr(options.target_delta)]
-            specs: list[tuple[str, list[str]]] = [("analyzer", analyzer_args)]
-            for index in range(options.hops):
-                hop_args = ["hop", *common, "--index", str(index), "--expected", str(n)]
-                hop_args += ["--min-batch", str(min_batch), "--deadline", deadline]
-                if options.seed is not None:
-                    hop_args += ["--seed", str(_child_seed(options.seed, round_id, 1000 + index))]
-                if options.chaos:  # journaled, so that it can be killed and restarted
-                    hop_args += ["--state-dir", str(workdir / "state")]
-                specs.append((f"hop-{index}", hop_args))
-            # Chaos: 10 % of n hostile messages (rounded up), split over the client processes.
-            chaos_counts = (
-                [int(part.size) for part in np.array_split(np.arange(-(-n // 10)), processes)]
-                if options.chaos
-                else []
-            )
-            for index, (path, count) in enumerate(value_files):
-                client_args = ["clients", *common, "--k", str(options.k)]
-                if options.chaos:
-                    client_args += ["--chaos", str(chaos_counts[index])]
-                    # Sending takes >= CHAOS_SEND_SECONDS, so that hop 0 is still collecting
-                    # when the launcher kills it (no slower than needed at large n).
-                    rate = max(1.0, count / CHAOS_SEND_SECONDS)
-                    client_args += ["--rate", repr(rate)]
-                client_args += ["--eps0", repr(options.eps0)]
-                client_args += ["--values", str(path), "--count", str(count)]
-                client_args += ["--name", f"clients-{index}"]
-                if options.seed is not None:
-                    client_args += ["--seed", str(_child_seed(options.seed, round_id, index))]
-                specs.append((f"clients-{index}", client_args))
-
-            stage_names = [name for name, _ in specs]
-            monitor_id = f"sdp-simulate-{secrets.token_hex(4)}"
-            timeout = options.timeout_for(n)
-            async with (
-                MqttTransport(
-                    url,
-                    client_id=monitor_id,
-                    username=MONITOR if options.auth else None,
-                    password=load_password(keys, MONITOR) if options.auth else None,
-                    tls_ca=options.tls_ca,
-                ) as monitor,
-                Inbox(monitor, name="simulate-inbox") as inbox,
-            ):
-                await monitor.subscribe(progress_topic(prefix, round_id, "+"))
-                await monitor.subscribe(status_topic(prefix, round_id, "+"))
-                await monitor.subscribe(report_topic(prefix, round_id))
-                launched = time.monotonic()
-                try:
-                    for name, args in specs:
-                        children.append(await _spawn(name, args, workdir))
-                    fault = (
-                        _HopKill(
-                            stage="hop-0",
-                            threshold=max(1, n // 4),
-                            args=dict(specs)["hop-0"],
-                            workdir=workdir,
-                        )
-                        if options.chaos
-                        else None
-                    )
-                    report, seen = await _watch(
-                        inbox, children, prefix, round_id, timeout, on_progress, fault
-                    )
-                except BaseException:
-                    # Ctrl-C or a failure: stop the children first, before the monitor's
-                    # goodbye to a broker that may be slow to answer.
-                    await _stop_all(children, 0.0)
-                    raise
-                finished = time.monotonic()
-                # The round is over: clear what it retained on the broker.
-                for stage in stage_names:
-                    await clear_state(monitor, prefix, round_id, stage)
-                await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
+            plan = self._plan(true_values, round_id, workdir)
+            outcome = await self._launch_and_watch(plan, children, on_progress)
             await _stop_all(children, GRACE_SECONDS)
-
-            if "error" in report:
-                raise RoundRefusedError(f"the round was refused: {report['error']}")
-            final = build_report(
-                round_id=round_id,
-                k=options.k,
-                eps0=options.eps0,
-                histogram=report["histogram"],
-                n_expected=n,
-                rejected=report["rejected"],
-                target_delta=options.target_delta,
-                eps=options.eps,
-                true_histogram=truth,
-                # A Generator: the 63-bit child seed is outside diffprivlib's int seed range
-                # [0, 2^32), which made every seeded run fail.
-                baseline_rng=(
-                    None
-                    if options.seed is None
-                    else np.random.default_rng(_child_seed(options.seed, round_id, 999))
-                ),
-                randomness_name=(
-                    "os-csprng"
-                    if options.seed is None
-                    else f"seeded-pcg64 from --seed {options.seed} (reproducible simulation; "
-                    "not a privacy guarantee)"
-                ),
-            )
-            for key in ("stages", "warning"):
-                if key in report:
-                    final[key] = report[key]
-            if options.chaos:
-                final["chaos"] = _chaos_summary(seen.states, final, n)
-                assert fault is not None
-                final["chaos"]["hop_killed"] = fault.summary()
-            client_seconds = [
-                float(state.get("seconds", 0.0))
-                for name, state in seen.states.items()
-                if name.startswith("clients-")
-            ]
-            final["timings"] = {
-                "total_seconds": round(time.monotonic() - started, 3),
-                "setup_seconds": round(launched - started, 3),
-                "round_seconds": round(finished - launched, 3),
-                "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
-                **report.get("timings", {}),
-            }
-            final["simulation"] = {
-                "broker": self._broker_label,
-                "n_hops": options.hops,
-                "client_processes": processes,
-                "dataset": dataset_label,
-                "seed": options.seed,
-                "topic_prefix": prefix,
-                "keys": "fresh" if options.keys is None else str(keys),
-                "authentication": "broker accounts and one report per enrolled client"
-                if options.auth
-                else "none (--no-auth)",
-                "deadline_seconds": deadline_seconds,
-                "min_batch": min_batch,
-            }
-            return final
+            if "error" in outcome.report:
+                raise RoundRefusedError(f"the round was refused: {outcome.report['error']}")
+            return self._final_report(plan, outcome, dataset_label, started)
         finally:
             await _stop_all(children, 0.0)
             shutil.rmtree(workdir, ignore_errors=True)
+
+    def _plan(self, true_values: npt.NDArray[Any], round_id: int, workdir: Path) -> _RoundPlan:
+        """The round's processes and their arguments (the value files written to ``workdir``);
+        RoundRefusedError if n is below the minimum batch (then nothing is launched)."""
+        options = self.options
+        n = int(true_values.size)
+        processes = min(options.client_processes, n)
+        value_files = _write_value_files(true_values, processes, workdir)
+        deadline_seconds = options.deadline_for(n)
+        min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
+        if n < min_batch:
+            raise RoundRefusedError(
+                f"round {round_id}: {n} reports is below the minimum batch size {min_batch}; "
+                "the round is refused (nothing was sent or published)"
+            )
+        faults: _RoundFaults = _Chaos(n, processes) if options.chaos else _RoundFaults()
+        plan = _RoundPlan(
+            round_id=round_id,
+            n=n,
+            processes=processes,
+            truth=np.bincount(true_values, minlength=options.k),
+            min_batch=min_batch,
+            deadline_seconds=deadline_seconds,
+            workdir=workdir,
+            faults=faults,
+        )
+        common = self._common_args(round_id)
+        plan.specs.append(("analyzer", _analyzer_args(options, common, n, deadline_seconds)))
+        for index in range(options.hops):
+            plan.specs.append((f"hop-{index}", _hop_args(options, plan, common, index)))
+        for index, (path, count) in enumerate(value_files):
+            args = _client_args(options, plan, common, index, path, count)
+            plan.specs.append((f"clients-{index}", args))
+        return plan
+
+    def _common_args(self, round_id: int) -> list[str]:
+        """The arguments every process of the round gets: broker, keys, prefix, round."""
+        options = self.options
+        common = ["--broker", self.broker_url, "--keys", str(self._keys), "--prefix", self.prefix]
+        common += ["--round", str(round_id)]
+        if not options.auth:
+            common.append("--no-auth")
+        if options.tls_ca is not None:
+            common += ["--tls-ca", os.path.abspath(options.tls_ca)]
+        return common
+
+    async def _launch_and_watch(
+        self, plan: _RoundPlan, children: list[_Child], on_progress: ProgressCallback | None
+    ) -> _RoundOutcome:
+        """Launch the round's processes (into ``children``) and follow them to the report, as
+        ``monitor``; the round's retained topics are cleared once it is over."""
+        options, prefix, round_id = self.options, self.prefix, plan.round_id
+        keys = self._keys
+        assert keys is not None
+        async with (
+            MqttTransport(
+                self.broker_url,
+                client_id=f"sdp-simulate-{secrets.token_hex(4)}",
+                username=MONITOR if options.auth else None,
+                password=load_password(keys, MONITOR) if options.auth else None,
+                tls_ca=options.tls_ca,
+            ) as monitor,
+            Inbox(monitor, name="simulate-inbox") as inbox,
+        ):
+            await monitor.subscribe(progress_topic(prefix, round_id, "+"))
+            await monitor.subscribe(status_topic(prefix, round_id, "+"))
+            await monitor.subscribe(report_topic(prefix, round_id))
+            launched = time.monotonic()
+            try:
+                for name, args in plan.specs:
+                    children.append(await _spawn(name, args, plan.workdir))
+                fault = plan.faults.fault(plan)
+                timeout = options.timeout_for(plan.n)
+                report, seen = await _watch(
+                    inbox, children, prefix, round_id, timeout, on_progress, fault
+                )
+            except BaseException:
+                # Ctrl-C or a failure: stop the children first, before the monitor's
+                # goodbye to a broker that may be slow to answer.
+                await _stop_all(children, 0.0)
+                raise
+            finished = time.monotonic()
+            # The round is over: clear what it retained on the broker.
+            for stage, _ in plan.specs:
+                await clear_state(monitor, prefix, round_id, stage)
+            await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
+        return _RoundOutcome(report, seen, fault, launched, finished)
+
+    def _final_report(
+        self, plan: _RoundPlan, outcome: _RoundOutcome, dataset_label: str, started: float
+    ) -> dict[str, Any]:
+        """The analyzer's report with what only a simulation knows (the true histogram, the
+        utility against the baseline, timings, the run's facts)."""
+        options, report, seen = self.options, outcome.report, outcome.seen
+        prefix, keys = self.prefix, self._keys
+        round_id, n, truth, processes = plan.round_id, plan.n, plan.truth, plan.processes
+        launched, finished = outcome.launched, outcome.finished
+        min_batch, deadline_seconds = plan.min_batch, plan.deadline_seconds
+        final = build_report(
+            round_id=round_id,
+            k=options.k,
+            eps0=options.eps0,
+            histogram=report["histogram"],
+            n_expected=n,
+            rejected=report["rejected"],
+            target_delta=options.target_delta,
+            eps=options.eps,
+            true_histogram=truth,
+            # A Generator: the 63-bit child seed is outside diffprivlib's int seed range
+            # [0, 2^32), which made every seeded run fail.
+            baseline_rng=(
+                None
+                if options.seed is None
+                else np.random.default_rng(_child_seed(options.seed, round_id, 999))
+            ),
+            randomness_name=(
+                "os-csprng"
+                if options.seed is None
+                else f"seeded-pcg64 from --seed {options.seed} (reproducible simulation; "
+                "not a privacy guarantee)"
+            ),
+        )
+        for key in ("stages", "warning"):
+            if key in report:
+                final[key] = report[key]
+        plan.faults.summarize(final, seen.states, n, outcome.fault)
+        client_seconds = [
+            float(state.get("seconds", 0.0))
+            for name, state in seen.states.items()
+            if name.startswith("clients-")
+        ]
+        final["timings"] = {
+            "total_seconds": round(time.monotonic() - started, 3),
+            "setup_seconds": round(launched - started, 3),
+            "round_seconds": round(finished - launched, 3),
+            "clients_send_seconds": round(max(client_seconds, default=0.0), 3),
+            **report.get("timings", {}),
+        }
+        final["simulation"] = {
+            "broker": self._broker_label,
+            "n_hops": options.hops,
+            "client_processes": processes,
+            "dataset": dataset_label,
+            "seed": options.seed,
+            "topic_prefix": prefix,
+            "keys": "fresh" if options.keys is None else str(keys),
+            "authentication": "broker accounts and one report per enrolled client"
+            if options.auth
+            else "none (--no-auth)",
+            "deadline_seconds": deadline_seconds,
+            "min_batch": min_batch,
+        }
+        return final
+
+
+def _round_values(values: npt.ArrayLike, k: int) -> npt.NDArray[Any]:
+    """``values`` as an array; InvalidParameterError unless 1-d integers in [0, k), >= 2."""
+    true_values = np.asarray(values)
+    if true_values.ndim != 1 or not np.issubdtype(true_values.dtype, np.integer):
+        raise InvalidParameterError("values must be a 1-d array of integers")
+    n = int(true_values.size)
+    if n < 2:
+        raise InvalidParameterError(f"a round needs at least 2 reports, got {n}")
+    if true_values.min() < 0 or true_values.max() >= k:
+        raise InvalidParameterError(f"values must lie in [0, k) = [0, {k})")
+    return true_values
+
+
+def _write_value_files(
+    true_values: npt.NDArray[Any], processes: int, workdir: Path
+) -> list[tuple[Path, int]]:
+    """The values split over the client processes (np.array_split), one file each: (path,
+    count) per process."""
+    value_files = []
+    for index, part in enumerate(np.array_split(true_values, processes)):
+        path = workdir / f"values-{index}.txt"
+        path.write_text("".join(f"{int(v)}\n" for v in part), encoding="utf-8")
+        value_files.append((path, int(part.size)))
+    return value_files
+
+
+@dataclass(slots=True, kw_only=True)
+class _RoundPlan:
+    """One round's launch: its size, the client processes, the true histogram, the hops'
+    minimum batch and deadline, the faults to inject, and ``specs`` (stage name, arguments)
+    in launch order (the analyzer, the hops, the client processes)."""
+
+    round_id: int
+    n: int
+    processes: int
+    truth: npt.NDArray[Any]
+    min_batch: int
+    deadline_seconds: float
+    workdir: Path
+    faults: _RoundFaults
+    specs: list[tuple[str, list[str]]] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class _RoundOutcome:
+    """What the launcher saw of a round: the analyzer's report, the stages' progress and
+    states, the fault injected (if any), and when the processes were launched and the report
+    arrived (monotonic)."""
+
+    report: dict[str, Any]
+    seen: _Progress
+    fault: _HopKill | None
+    launched: float
+    finished: float
+
+
+def _analyzer_args(
+    options: SimulationOptions, common: list[str], n: int, deadline_seconds: float
+) -> list[str]:
+    analyzer_args = ["analyzer", *common, "--k", str(options.k)]
+    analyzer_args += ["--eps0", repr(options.eps0)]
+    analyzer_args += ["--expected", str(n), "--deadline", str(deadline_seconds)]
+    if options.eps is not None:
+        analyzer_args += ["--eps", repr(options.eps)]
+    else:
+        analyzer_args += ["--delta", repr(options.target_delta)]
+    return analyzer_args
+
+
+def _hop_args(
+    options: SimulationOptions, plan: _RoundPlan, common: list[str], index: int
+) -> list[str]:
+    hop_args = ["hop", *common, "--index", str(index), "--expected", str(plan.n)]
+    hop_args += ["--min-batch", str(plan.min_batch), "--deadline", str(plan.deadline_seconds)]
+    if options.seed is not None:
+        hop_args += ["--seed", str(_child_seed(options.seed, plan.round_id, 1000 + index))]
+    return hop_args + plan.faults.hop_args(plan)
+
+
+def _client_args(
+    options: SimulationOptions,
+    plan: _RoundPlan,
+    common: list[str],
+    index: int,
+    path: Path,
+    count: int,
+) -> list[str]:
+    client_args = ["clients", *common, "--k", str(options.k)]
+    client_args += plan.faults.client_args(index, count)
+    client_args += ["--eps0", repr(options.eps0)]
+    client_args += ["--values", str(path), "--count", str(count)]
+    client_args += ["--name", f"clients-{index}"]
+    if options.seed is not None:
+        client_args += ["--seed", str(_child_seed(options.seed, plan.round_id, index))]
+    return client_args
+
+
+class _RoundFaults:
+    """The faults a round injects: none (a plain round). :class:`_Chaos` overrides each step;
+    the launcher chooses once, and calls every step whatever it chose."""
+
+    def hop_args(self, plan: _RoundPlan) -> list[str]:
+        """Extra arguments of every hop."""
+        return []
+
+    def client_args(self, index: int, count: int) -> list[str]:
+        """Extra arguments of client process ``index`` (hosting ``count`` clients)."""
+        return []
+
+    def fault(self, plan: _RoundPlan) -> _HopKill | None:
+        """The process to kill and restart while the round runs, if any."""
+        return None
+
+    def summarize(
+        self, final: dict[str, Any], states: dict[str, dict[str, Any]], n: int, fault: Any
+    ) -> None:
+        """Add what was injected, and what came of it, to the report ``final``."""
+
+
+class _Chaos(_RoundFaults):
+    """`simulate --chaos`: hostile messages from every client process (10 % of n, rounded up,
+    split over the processes; simulations/pipeline/chaos.py), sent slowly enough that hop 0 is
+    still collecting when the launcher kills it (SIGKILL) and restarts it from its journal."""
+
+    def __init__(self, n: int, processes: int) -> None:
+        self.counts = [int(part.size) for part in np.array_split(np.arange(-(-n // 10)), processes)]
+        self.n = n
+
+    def hop_args(self, plan: _RoundPlan) -> list[str]:
+        # journaled, so that it can be killed and restarted
+        return ["--state-dir", str(plan.workdir / "state")]
+
+    def client_args(self, index: int, count: int) -> list[str]:
+        # Sending takes >= CHAOS_SEND_SECONDS, so that hop 0 is still collecting when the
+        # launcher kills it (no slower than needed at large n).
+        rate = max(1.0, count / CHAOS_SEND_SECONDS)
+        return ["--chaos", str(self.counts[index]), "--rate", repr(rate)]
+
+    def fault(self, plan: _RoundPlan) -> _HopKill:
+        return _HopKill(
+            stage="hop-0",
+            threshold=max(1, self.n // 4),
+            args=dict(plan.specs)["hop-0"],
+            workdir=plan.workdir,
+        )
+
+    def summarize(
+        self, final: dict[str, Any], states: dict[str, dict[str, Any]], n: int, fault: Any
+    ) -> None:
+        final["chaos"] = _chaos_summary(states, final, n)
+        assert fault is not None
+        final["chaos"]["hop_killed"] = fault.summary()
 
 
 CHAOS_SEND_SECONDS = 2.0
@@ -652,7 +792,7 @@ async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
 
 
 async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Child, str]:
-    from shuffledp.brokers.embedded import free_loopback_port
+    from shuffledp.brokers.ports import free_loopback_port
 
     last_error = ""
     for _attempt in range(3):  # the free port may be taken between probing and binding

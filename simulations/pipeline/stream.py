@@ -165,10 +165,10 @@ class Budget:
     delta: float
 
     def __post_init__(self) -> None:
-        require_positive("budget eps", self.eps)
+        require_positive("--budget EPS", self.eps)
         value = self.delta
         if isinstance(value, bool) or not isinstance(value, int | float) or not 0 < value < 1:
-            raise InvalidParameterError(f"budget delta must be in (0, 1), got {value!r}")
+            raise InvalidParameterError(f"--budget DELTA must be in (0, 1), got {value!r}")
 
 
 def parse_budget(text: str) -> Budget:
@@ -183,7 +183,7 @@ def parse_budget(text: str) -> Budget:
             f"--budget has a value that is not a number: {text!r}"
         ) from None
     if not math.isfinite(eps):
-        raise InvalidParameterError(f"budget eps must be finite, got {parts[0]!r}")
+        raise InvalidParameterError(f"--budget EPS must be finite, got {parts[0]!r}")
     return Budget(eps=eps, delta=delta)
 
 

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.brokers.embedded import EmbeddedBroker, MosquittoBroker
+from shuffledp.brokers.embedded import EmbeddedBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.security.access import hash_password, init_access, load_password, verify_password
 from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation

@@ -10,7 +10,9 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import errno
 import hashlib
+import importlib.metadata
 import logging
 import os
 import signal
@@ -25,15 +27,12 @@ from pathlib import Path
 import aiomqtt
 import pytest
 
-from shuffledp.brokers.embedded import (
-    EmbeddedBroker,
-    MosquittoBroker,
-    _SnapshotDict,
-    free_loopback_port,
-    parse_broker_url,
-    write_mosquitto_config,
-)
-from shuffledp.errors import InvalidParameterError
+from shuffledp.brokers.amqtt_compat import AMQTT_VERSION, SnapshotDict, check_amqtt_version
+from shuffledp.brokers.embedded import EmbeddedBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker, write_mosquitto_config
+from shuffledp.brokers.ports import PortInUseError, free_loopback_port
+from shuffledp.errors import BrokerError, InvalidParameterError
+from shuffledp.protocol.mqtt import parse_broker_url
 from tests.conftest import require_mosquitto
 from tests.paths import REPO_ROOT
 
@@ -249,7 +248,7 @@ async def test_simultaneous_connects_and_subscribes_all_succeed(broker_url: str)
 def test_snapshot_table_iterates_as_it_was_when_the_loop_began() -> None:
     """The table EmbeddedBroker gives amqtt: adding or removing filters or subscribers while a
     loop walks it neither raises nor changes what that loop sees (a plain dict raises)."""
-    table = _SnapshotDict({"a": ["s1", "s2"], "b": ["s3"]})
+    table = SnapshotDict({"a": ["s1", "s2"], "b": ["s3"]})
     walked = []
     for key in table:
         table[f"new-{key}"] = []
@@ -353,15 +352,55 @@ async def test_port_in_use_is_a_clear_error(kind: str) -> None:
         taken.listen()
         port = taken.getsockname()[1]
         broker = EmbeddedBroker(port) if kind == "embedded" else MosquittoBroker(port)
-        with pytest.raises(RuntimeError, match=f"{port}.*(?i:already in use)") as caught:
+        with pytest.raises(PortInUseError, match=f"{port}.*(?i:already in use)") as caught:
             async with broker:
                 pass
+    assert isinstance(caught.value, BrokerError)  # exit status 1 on the command line
     print(f"\n{kind}: {caught.value}")
 
 
 @pytest.mark.asyncio
+async def test_amqtt_failure_is_not_reported_as_a_port_in_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """amqtt failing for another reason than EADDRINUSE (here EACCES) is a BrokerError that says
+    so, never a PortInUseError."""
+    from amqtt.broker import Broker
+    from amqtt.errors import BrokerError as AmqttBrokerError
+
+    async def refuse(self: object) -> None:
+        raise AmqttBrokerError("Broker instance can't be started") from PermissionError(
+            errno.EACCES, "Permission denied"
+        )
+
+    monkeypatch.setattr(Broker, "start", refuse)
+    with pytest.raises(BrokerError, match=r"could not start.*Permission denied") as caught:
+        async with EmbeddedBroker():
+            pass
+    assert not isinstance(caught.value, PortInUseError)
+    assert "in use" not in str(caught.value)
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("version", ["0.12.0", "0.12.2", "0.13.0", "none"])
+async def test_other_amqtt_version_is_refused(
+    monkeypatch: pytest.MonkeyPatch, version: str
+) -> None:
+    """The patches of amqtt_compat replace amqtt internals of exactly AMQTT_VERSION: any other
+    installed version is refused before a broker is built (and the pin matches pyproject)."""
+    assert importlib.metadata.version("amqtt") == AMQTT_VERSION
+    pin = f'"amqtt=={AMQTT_VERSION}"'
+    assert pin in (ROOT / "pyproject.toml").read_text()
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: version)
+    with pytest.raises(BrokerError, match=f"needs amqtt {AMQTT_VERSION}.*found amqtt {version}"):
+        async with EmbeddedBroker():
+            pass
+    check_amqtt_version(AMQTT_VERSION)  # the version itself passes
+
+
+@pytest.mark.asyncio
 async def test_mosquitto_missing_binary_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(RuntimeError, match="mosquitto not found"):
+    with pytest.raises(BrokerError, match="mosquitto not found"):
         async with MosquittoBroker(binary=str(tmp_path / "no-such-mosquitto")):
             pass
 

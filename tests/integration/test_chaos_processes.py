@@ -1,6 +1,6 @@
 """`shuffledp simulate --chaos` and the stage commands as real processes on Mosquitto: the
 issue's CI run at n = 2,000 through a hop kill, the brokers chaos refuses, and a Mosquitto
-restart survived by every component (the pure part: tests/unit/clients/test_chaos.py)."""
+restart survived by every component (the pure part: tests/unit/simulations/test_chaos.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.clients.chaos import CHAOS_KINDS
+from shuffledp.simulations.pipeline.chaos_messages import CHAOS_KINDS
 from tests.conftest import require_mosquitto
 from tests.integration.test_faults import PersistentMosquitto
 

@@ -36,7 +36,7 @@ def test_subprocess_bad_input_exit_2() -> None:
     proc = _subprocess(account(10, 3, "1", "--delta", "1.5"))
     assert proc.returncode == 2
     assert proc.stdout == ""
-    assert proc.stderr == "shuffledp account: error: delta must be in (0, 1), got 1.5\n"
+    assert proc.stderr == "shuffledp account: error: --delta must be in (0, 1), got 1.5\n"
 
 
 def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:
@@ -67,3 +67,18 @@ def test_mpmath_is_not_imported_at_start_up() -> None:
         "assert 'mpmath' not in sys.modules, 'mpmath imported at start-up'"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_importing_the_package_loads_no_api_module() -> None:
+    probe = (
+        "import sys, shuffledp, shuffledp.protocol\n"
+        "heavy = ('shuffledp.simulations.pipeline.api', 'shuffledp.accountant', "
+        "'dp_accounting', 'shuffledp.simulations.pipeline.simulate')\n"
+        "print(','.join(m for m in heavy if m in sys.modules))\n"
+        "shuffledp.simulate\n"
+        "print('shuffledp.simulations.pipeline.api' in sys.modules)\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
+    )
+    assert done.stdout.split("\n")[:2] == ["", "True"]

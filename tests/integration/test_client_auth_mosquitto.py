@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.brokers.embedded import MosquittoBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from tests.conftest import require_mosquitto
 from tests.unit.test_services_memory import nonzero
 

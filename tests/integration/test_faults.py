@@ -1338,7 +1338,7 @@ class PersistentMosquitto:
     retained messages) and started again."""
 
     def __init__(self, directory: Path, *, access_dir: Path | None = None) -> None:
-        from shuffledp.brokers.embedded import free_loopback_port
+        from shuffledp.brokers.ports import free_loopback_port
 
         self.access_dir = (
             access_dir  # accounts and ACLs (shuffledp.security.access), or an open broker
@@ -1349,7 +1349,7 @@ class PersistentMosquitto:
         self.process: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
-        from shuffledp.brokers.embedded import find_mosquitto, write_mosquitto_config
+        from shuffledp.brokers.mosquitto import find_mosquitto, write_mosquitto_config
 
         config = write_mosquitto_config(self.directory, self.port, access_dir=self.access_dir)
         text = config.read_text()

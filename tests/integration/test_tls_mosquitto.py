@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.brokers.embedded import MosquittoBroker
+from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.security.access import init_access, load_password
 from shuffledp.security.tls import init_tls

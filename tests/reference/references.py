@@ -176,7 +176,7 @@ def g_form_delta(n: int, values: Sequence[Mpf], probs: Sequence[Mpf]) -> Mpf:
 
 def optimal_blanket_forms(k: int, eps0: Number, eps: Number) -> tuple[list[Mpf], list[Mpf]]:
     """Su, Cheng, Wang (IEEE S&P 2026) privacy-blanket G for k-RR, as stated in docs/accounting.md
-    section 2b: E0-Ee w.p. 1/D; 1-Ee E0 w.p. 1/D; 1-Ee w.p. (k-2)/D; 0 w.p. (E0-1)/D."""
+    ("optimal-blanket"): E0-Ee w.p. 1/D; 1-Ee E0 w.p. 1/D; 1-Ee w.p. (k-2)/D; 0 w.p. (E0-1)/D."""
     e0, ee, d, _, _ = params(k, eps0, eps)
     with mpmath.workdps(DPS):
         return [e0 - ee, 1 - ee * e0, 1 - ee, mpmath.mpf(0)], [

@@ -267,7 +267,7 @@ def test_production_family_f_rejects_a_outside_range() -> None:
 @pytest.mark.parametrize(("n", "k", "eps0"), CASES)
 def test_optimal_blanket_reference_is_an_upper_bound(n: int, k: int, eps0: float) -> None:
     """Expected values: tests/reference/oracle_float.py (exhaustive). The reference G-form of Su, Cheng,
-    Wang (docs/accounting.md section 2b, tests/reference/references.py) is >= the worst case."""
+    Wang (docs/accounting.md, "optimal-blanket", tests/reference/references.py) is >= the worst case."""
     for case in truth(n, k, eps0):
         value = references.optimal_blanket_reference(n, k, eps0, case.eps)
         assert value >= case.lower, (case, value)

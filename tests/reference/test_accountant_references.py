@@ -118,7 +118,7 @@ def test_table_metadata_and_coverage() -> None:
 
 
 def test_table_matches_accounting_md() -> None:
-    """Expected values: docs/accounting.md section 2b/3, n=100, k=10, eps0=2, eps=1: optimal-blanket
+    """Expected values: docs/accounting.md, "Reference values", n=100, k=10, eps0=2, eps=1: optimal-blanket
     4.797720777e-8, all-others-x2 (F(0)) 3.5602189e-8."""
     found = {
         (r["bound"], r["a"]): _mp(r["value"])

@@ -1,4 +1,4 @@
-"""Every bound against the exhaustive oracle (docs/accounting.md section 4).
+"""Every bound against the exhaustive oracle (docs/accounting.md, "The exhaustive oracle").
 
 For n <= 7 and k <= 4 the true worst-case delta of the released histogram is computed by
 tests/reference/oracle.py: every dataset of the other n-1 users, the exact histogram law by dynamic
@@ -153,7 +153,7 @@ def test_tight_bracket_contains_the_truth(n: int, k: int, eps0: float, eps: floa
 
 
 def test_wang_krr_fails_as_an_upper_bound() -> None:
-    """docs/accounting.md section 3: n=4, k=3, eps0=0.5, eps=0.3. The dataset 'all other users hold x0'
+    """docs/accounting.md, "Reference values": n=4, k=3, eps0=0.5, eps=0.3. The dataset 'all other users hold x0'
     has delta 0.0124612 (exhaustive enumeration) and wang-krr gives only 0.0120398."""
     mech = ShuffledKRR(n=4, k=3, eps0=0.5)
     wang = WangKRR().bracket(mech, 0.3)

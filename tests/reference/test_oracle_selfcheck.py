@@ -155,7 +155,7 @@ def test_x2_family_equals_wang_for_k3(n: int, eps0: float, eps: float) -> None:
 
 @pytest.mark.parametrize(("n", "k", "eps0", "eps"), [(2, 4, 0.5, 0.3), (5, 4, 1.0, 0.3)])
 def test_x2_family_exceeds_wang_for_k4(n: int, k: int, eps0: float, eps: float) -> None:
-    """For k >= 4 the identity of docs/accounting.md section 3 (a) is only an inequality: the full
+    """For k >= 4 the identity of docs/accounting.md ("Reference values") is only an inequality: the full
     histogram also splits u's 'rest' reports between x2 and the other values, so the x2 dataset
     leaks more than the wang-krr view (N1', N2'), which is a post-processing of it."""
     x2 = oracle.x2_dataset_delta(n, k, eps0, eps)
@@ -282,7 +282,7 @@ def test_pairs_against_latent_enumeration(n: int, k: int, eps0: float) -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# Ranges, and the bracket of docs/accounting.md section 4 on tiny instances
+# Ranges, and the bracket of docs/accounting.md ("The exhaustive oracle") on tiny instances
 # ----------------------------------------------------------------------------------------------
 
 GRID = list(itertools.product((0.5, 2.0), (0.0, 0.05, 0.7)))

@@ -180,9 +180,9 @@ def _run(capsys: pytest.CaptureFixture[str], argv: list[str]) -> tuple[int, str,
     ("extra", "limit"),
     [
         (["--n", "100", "--eps0", "800", "--eps", "1"], r"--eps0 must be <= 700"),
-        (["--n", "1e12", "--eps0", "1", "--eps", "1"], r"--n: must be <= 1_000_000_000"),
-        (["--n", "1000000001", "--eps0", "1", "--eps", "1"], r"--n: must be <= 1_000_000_000"),
-        (["--n", "2.5", "--eps0", "1", "--eps", "1"], r"--n: must be an integer"),
+        (["--n", "1e12", "--eps0", "1", "--eps", "1"], r"--n must be <= 1_000_000_000"),
+        (["--n", "1000000001", "--eps0", "1", "--eps", "1"], r"--n must be <= 1_000_000_000"),
+        (["--n", "2.5", "--eps0", "1", "--eps", "1"], r"--n must be an integer"),
         (["--n", "100", "--eps0", "1000", "--delta", "1e-6", "--bound", "all"], r"--eps0"),
     ],
 )

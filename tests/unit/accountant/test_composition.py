@@ -216,7 +216,7 @@ def test_dropped_mass_counts_as_infinite_loss() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# The symmetric=True pitfall (docs/accounting.md section 6)
+# The symmetric=True pitfall (docs/accounting.md, "Composition")
 # ----------------------------------------------------------------------------------------------
 
 

@@ -163,7 +163,7 @@ def test_clones_upper_at_large_eps0_and_eps() -> None:
 
 @pytest.mark.parametrize("k", [2, 10, 50])
 def test_clones_known_answer(k: int) -> None:
-    # docs/accounting.md section 2: clones (Feldman, McMillan, Talwar), eps at delta = 1e-6,
+    # docs/accounting.md, "Reference values": clones (Feldman, McMillan, Talwar), eps at delta = 1e-6,
     # n = 1e5, eps0 = 4 -> 0.169770. The clones pair does not involve k.
     result = eps_for_delta(Clones(), ShuffledKRR(n=10**5, k=k, eps0=4.0), 1e-6)
     assert round(result.eps, 6) == 0.169770
@@ -172,7 +172,7 @@ def test_clones_known_answer(k: int) -> None:
 @pytest.mark.parametrize(
     ("eps", "delta"),
     [
-        # docs/accounting.md section 2 (checked there at high precision): strong-adversary,
+        # docs/accounting.md, "Reference values" (checked there at high precision): strong-adversary,
         # n = 1000, k = 4, eps0 = ln 13: delta(0.5) = 2.2446543775e-4, delta(1) = 8.2924068726e-9.
         # Inverting at those deltas must give back eps; the 11 printed digits pin eps to ~1e-10.
         (0.5, 2.2446543775e-4),

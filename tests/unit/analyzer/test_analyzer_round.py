@@ -1,6 +1,6 @@
 """The analyzer's round (shuffledp.analyzer.round.AnalyzerRound) and the report
 (shuffledp.analyzer.report.build_report): each rejection reason from a crafted, correctly wrapped
-message, exact counts, and the report's contract (DESIGN.md "Report"). No statistical test here."""
+message, exact counts, and the report's contract (docs/report-schema.md). No statistical test here."""
 
 from __future__ import annotations
 

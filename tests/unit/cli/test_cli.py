@@ -136,14 +136,14 @@ def test_tight_eps_json_matches_library(
 
 
 # ----------------------------------------------------------------------------------------------
-# single-bin: docs/accounting.md section 1, exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
+# single-bin: docs/accounting.md, "Reference values", exact H(P0 || P1) at n=100, k=10, eps0=2, nx0=80
 # ----------------------------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
     ("eps", "published"),
     [
-        ("0.1", 6.1467e-3),  # docs/accounting.md section 1 table, "exact H(P0 || P1)" row
+        ("0.1", 6.1467e-3),  # docs/accounting.md, "biswas-literal" table, "exact" column
         ("0.5", 2.6062e-8),
         ("1.0", 2.6981e-18),
     ],
@@ -305,25 +305,28 @@ def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixtur
 BASE = ["--n", "10", "--k", "3", "--eps0", "1"]
 
 BAD_INPUT = [
-    (["--n", "1", "--k", "3", "--eps0", "1", "--eps", "0.1"], "n must be >= 2"),
-    (["--n", "10", "--k", "1", "--eps0", "1", "--eps", "0.1"], "k must be >= 2"),
-    (["--n", "10", "--k", "3", "--eps0", "0", "--eps", "0.1"], "eps0 must be > 0"),
-    (["--n", "10", "--k", "3", "--eps0", "nan", "--eps", "0.1"], "eps0 must be finite"),
-    (["--n", "10", "--k", "3", "--eps0", "inf", "--eps", "0.1"], "eps0 must be finite"),
-    ([*BASE, "--eps", "-1"], "eps must be >= 0"),
-    ([*BASE, "--eps", "nan"], "eps must be finite"),
-    ([*BASE, "--delta", "0"], "delta must be in (0, 1)"),
-    ([*BASE, "--delta", "1.5"], "delta must be in (0, 1)"),
+    (["--n", "1", "--k", "3", "--eps0", "1", "--eps", "0.1"], "--n must be >= 2, got 1"),
+    (["--n", "10", "--k", "1", "--eps0", "1", "--eps", "0.1"], "--k must be >= 2, got 1"),
+    (["--n", "10", "--k", "3", "--eps0", "0", "--eps", "0.1"], "--eps0 must be > 0, got 0"),
+    (["--n", "10", "--k", "3", "--eps0", "nan", "--eps", "0.1"], "--eps0 must be finite, got nan"),
+    (["--n", "10", "--k", "3", "--eps0", "inf", "--eps", "0.1"], "--eps0 must be finite, got inf"),
+    ([*BASE, "--eps", "-1"], "--eps must be >= 0, got -1"),
+    ([*BASE, "--eps", "nan"], "--eps must be finite"),
+    ([*BASE, "--delta", "0"], "--delta must be in (0, 1), got 0"),
+    ([*BASE, "--delta", "1.5"], "--delta must be in (0, 1), got 1.5"),
     ([*BASE, "--eps", "0.1", "--bound", "no-such-bound"], "invalid choice: 'no-such-bound'"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin"], "needs nx0"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "10"], "nx0 must be in [0, n-1]"),
-    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "got -1"),
+    ([*BASE, "--eps", "0.1", "--bound", "single-bin"], "needs nx0 (--nx0 M)"),
+    (
+        [*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "10"],
+        "--nx0 must be in [0, n-1] = [0, 9], got 10",
+    ),
+    ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "--nx0 must be >= 0, got -1"),
     ([*BASE, "--eps", "0.1", "--delta", "0.01"], "not allowed with argument"),
-    ([*BASE, "--eps", "0.1", "--rounds", "0"], "rounds must be an integer >= 1"),
+    ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be >= 1, got 0"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
         ["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"],
-        "argument --n: must be an integer (e.g. 1000 or 1e6), got '2.5'",
+        "--n must be an integer (e.g. 1000 or 1e6), got '2.5'",
     ),
 ]
 

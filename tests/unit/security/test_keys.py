@@ -576,7 +576,7 @@ def test_cli_init_refuses_existing_directory(
     assert code == 2
     assert out == ""
     assert err.count("\n") == 1 and err.endswith("\n")
-    assert err.startswith("shuffledp keys: error: ")
+    assert err.startswith("shuffledp keys init: error: ")
     assert "already exists" in err and "--overwrite" in err
     assert _private_hexes(directory) == before
     for secret in before:
@@ -604,7 +604,7 @@ def test_cli_hops_out_of_range(
     code, out, err = _run(capsys, ["keys", "init", str(tmp_path / "k"), "--hops", hops])
     assert code == 2
     assert out == ""
-    assert err == f"shuffledp keys: error: hops must be in [1, 64], got {hops}\n"
+    assert err == f"shuffledp keys init: error: --hops must be in [1, 64], got {hops}\n"
     assert not (tmp_path / "k").exists()
 
 
@@ -621,5 +621,5 @@ def test_cli_hops_not_an_integer_is_a_usage_error(
 ) -> None:
     code, _, err = _run(capsys, ["keys", "init", str(tmp_path), "--hops", "two"])
     assert code == 2
-    assert "invalid int value" in err
+    assert err == "shuffledp keys init: error: --hops must be an integer, got 'two'\n"
     assert list(tmp_path.iterdir()) == []

@@ -19,7 +19,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID
 from cryptography.x509.verification import PolicyBuilder, Store, VerificationError
 
-from shuffledp.brokers.embedded import write_mosquitto_config
+from shuffledp.brokers.mosquitto import write_mosquitto_config
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.mqtt import (
@@ -397,4 +397,7 @@ def test_component_with_tls_ca_and_a_plain_url_fails_in_one_line(
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
-    assert "tls_ca given, but broker URL 'mqtt://127.0.0.1:1' is plain mqtt://" in err
+    assert err == (
+        "shuffledp analyzer: error: --tls-ca needs an mqtts:// broker (--broker "
+        "mqtts://HOST[:PORT]), got --broker 'mqtt://127.0.0.1:1'\n"
+    )

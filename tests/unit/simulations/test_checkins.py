@@ -1,6 +1,6 @@
 """The check-in loader (simulations.checkins).
 
-- known answers on the shared Gowalla slices (shared/data/README.md): the Paris SNAP slice has
+- known answers on the shared Gowalla slices (docs/data-and-streams.md): the Paris SNAP slice has
   17,496 rows; inside the Paris box 11,190 check-ins by 1,026 users from 2009-09-22 to
   2010-10-22, 182 of 192 cells non-empty, top cell 4.8 %; the SF lat,lon file 123,026 rows,
   348 of 408 cells non-empty, top cell 8.1 %; the Paris lat,lon file 10,991 rows. The same
@@ -98,7 +98,7 @@ def test_sf_latlon_known_answers() -> None:
     arrays = load_checkin_arrays(reader, SF)
     assert reader.stats.format == "latlon" and reader.stats.header is None
     assert (reader.stats.rows, reader.stats.accepted) == (123_026, 123_026)
-    # The file holds only check-ins inside the SF box (README), so none is outside.
+    # The file holds only check-ins inside the SF box (docs/data-and-streams.md), so none is outside.
     assert (len(arrays), arrays.outside) == (123_026, 0)
     assert not arrays.has_users and not arrays.has_times
     assert set(arrays.user.tolist()) == {-1} and set(arrays.time.tolist()) == {-1}

@@ -82,7 +82,12 @@ def test_dask_repeater_says_when_dask_is_missing(monkeypatch: pytest.MonkeyPatch
 
 
 def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
-    code = main(["experiment", *args])
+    """(exit status, stdout, stderr); argparse's usage errors leave through SystemExit."""
+    try:
+        code = main(["experiment", *args])
+    except SystemExit as exc:
+        assert isinstance(exc.code, int), exc.code
+        code = exc.code
     captured = capsys.readouterr()
     return code, captured.out, captured.err
 
@@ -91,14 +96,15 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     ("args", "message"),
     [
         (["no-such", "--out", "{tmp}"], "unknown experiment 'no-such'; choose one of: "),
-        (["synthetic-utility", "--out", "{tmp}", "--runs", "0"], "--runs must be an integer >= 1"),
+        (["synthetic-utility", "--out", "{tmp}", "--runs", "0"], "--runs must be >= 1, got 0"),
         (["synthetic-utility", "--out", "{tmp}", "--workers", "0"], "--workers must be"),
         (["synthetic-utility", "--out", "{tmp}", "--seed", "-2"], "--seed must be"),
         (
             ["synthetic-utility", "--out", "{tmp}", "--data-dir", "{tmp}/none"],
             "--data-dir must be an existing folder",
         ),
-        (["synthetic-utility", "--out", "{tmp}/file"], "--out must be a folder"),
+        (["synthetic-utility", "--out", "{tmp}/file"], "/file: is a file, a folder is needed"),
+        (["synthetic-utility", "--out", "{tmp}/file/sub"], "/file is not a folder"),
     ],
 )
 def test_cli_usage_errors_are_one_line_with_exit_2(

@@ -45,7 +45,7 @@ ALPHA = 1e-6
 N = 2_000
 K = 15
 EPS0 = 4.0
-#: The keys of the pipeline's report that the fast path must also give (DESIGN.md "Report");
+#: The keys of the pipeline's report that the fast path must also give (docs/report-schema.md);
 #: the pipeline adds ``timings``, ``stages`` and ``simulation``.
 REPORT_KEYS = {
     "round",

@@ -34,7 +34,7 @@ from tests.paths import SHARED_DATA
 DATA_DIR = SHARED_DATA
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
-#: The evaluation's boxes and grids as shared/data/README.md states them (not from PRESETS):
+#: The evaluation's boxes and grids as docs/data-and-streams.md states them (not from PRESETS):
 #: file, lat_min, lat_max, lon_min, lon_max, columns, rows.
 BOXES: dict[str, tuple[str, float, float, float, float, int, int]] = {
     "gowalla-sf": ("gowalla-sf-latlon.csv", 37.7228, 37.7946, -122.5153, -122.3789, 24, 17),

@@ -1,6 +1,6 @@
 """Regions and their grids (simulations.regions).
 
-- the presets are the evaluation's boxes and grids (shared/data/README.md);
+- the presets are the evaluation's boxes and grids (docs/data-and-streams.md);
 - cell numbering: row-major from the south-west corner (cell 0), rows are latitude bands; the
   north-east corner is cell k-1; points on an upper edge go to the last row / column, on a lower
   edge to the first; a point just outside (the next float) has no cell;
@@ -35,9 +35,9 @@ PARIS = PRESETS["paris"]
 
 
 def test_presets_are_the_evaluation_regions() -> None:
-    # shared/data/README.md: "San Francisco: lat 37.7228 .. 37.7946, lon -122.5153 .. -122.3789,
-    # grid 24 (lon) x 17 (lat) = 408 cells"; "Paris: lat 48.8286 .. 48.8798, lon 2.2855 ..
-    # 2.3909, grid 16 (lon) x 12 (lat) = 192 cells".
+    # docs/data-and-streams.md, "Regions": San Francisco lat 37.7228 .. 37.7946, lon -122.5153 ..
+    # -122.3789, grid 24 (lon) x 17 (lat) = 408 cells; Paris lat 48.8286 .. 48.8798, lon 2.2855 ..
+    # 2.3909, grid 16 (lon) x 12 (lat) = 192 cells.
     assert (SF.lat_min, SF.lat_max, SF.lon_min, SF.lon_max) == (
         37.7228,
         37.7946,

@@ -133,10 +133,10 @@ def test_budget_parsing() -> None:
         ("3", "EPS,DELTA"),
         ("3,1e-5,2", "EPS,DELTA"),
         ("x,1e-5", "not a number"),
-        ("0,1e-5", "budget eps must be > 0"),
+        ("0,1e-5", "--budget EPS must be > 0"),
         ("inf,1e-5", "must be finite"),
-        ("3,0", r"budget delta must be in \(0, 1\)"),
-        ("3,1", r"budget delta must be in \(0, 1\)"),
+        ("3,0", r"--budget DELTA must be in \(0, 1\)"),
+        ("3,1", r"--budget DELTA must be in \(0, 1\)"),
     ]:
         with pytest.raises(InvalidParameterError, match=message):
             parse_budget(text)
@@ -445,13 +445,18 @@ def test_lat_lon_files_cannot_form_a_stream(capsys: pytest.CaptureFixture[str]) 
         (["--epoch", "7x"], "--epoch must"),
         (["--budget", "1"], "--budget must be EPS,DELTA"),
         (["--region", "mars"], "unknown region"),
-        (["--min-users", "1"], "min_users must be >= 2"),
+        (["--min-users", "1"], "--min-users must be >= 2, got 1"),
+        (["--dataset", "/nonexistent/checkins.txt"], "/nonexistent/checkins.txt"),
     ],
 )
 def test_bad_options_are_one_line(
     args: list[str], message: str, capsys: pytest.CaptureFixture[str]
 ) -> None:
     base = ["stream", "--dataset", str(PARIS_SNAP), "--region", "paris", "--quiet"]
-    code = main([*base, *args])
+    try:
+        code = main([*base, *args])
+    except SystemExit as stop:  # argparse's usage errors (flags checked when parsed)
+        assert isinstance(stop.code, int)
+        code = stop.code
     err = capsys.readouterr().err.strip()
     assert code == 2 and len(err.splitlines()) == 1 and message in err

@@ -1,6 +1,6 @@
 """`shuffledp simulate --chaos`: hostile messages from an authenticated client process.
 
-The pure part (clients/chaos.py) is checked against hop 0 itself: offering the genuine reports,
+The pure part (simulations/pipeline/chaos_messages.py) is checked against hop 0 itself: offering the genuine reports,
 then the injected messages, then the last genuine report to a HopRound with client
 authentication gives exactly the predicted rejections by reason and every genuine report once.
 The real processes (n = 2,000, the size the issue asks CI to run) are checked in
@@ -14,13 +14,18 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffledp.clients.chaos import CHAOS_KINDS, EXPECTED_REASON, make_chaos_messages
-from shuffledp.clients.service import ClientSettings, run_clients
+from shuffledp.clients.service import ClientSettings
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials, process_key
 from shuffledp.protocol.transport import MemoryBroker
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HopRound
+from shuffledp.simulations.pipeline.chaos import run_chaos_clients
+from shuffledp.simulations.pipeline.chaos_messages import (
+    CHAOS_KINDS,
+    EXPECTED_REASON,
+    make_chaos_messages,
+)
 from tests.unit.protocol.test_client_auth import MASTER, verifier
 from tests.unit.protocol.test_client_auth import seal as seal_messages
 from tests.unit.test_services_memory import ANALYZER, EPS0, HOP_PUBLIC, HOPS, PREFIX, H, K
@@ -91,7 +96,7 @@ async def test_run_clients_refuses_chaos_without_credentials_before_sending() ->
     broker = MemoryBroker()
     settings_ = ClientSettings(prefix=PREFIX, round_id=ROUND, k=K, eps0=EPS0)
     with pytest.raises(InvalidParameterError, match="chaos needs client authentication"):
-        await run_clients(
+        await run_chaos_clients(
             broker.connect(),
             settings_,
             np.arange(10) % K,

@@ -22,7 +22,9 @@ send them all after the genuine messages they derive from and before its last ge
 then hop 0 has not filled its batch when they arrive, and counts every one.
 
 This needs client authentication: without it a second report or an old round's report would be
-taken as a report (flooding), which is what authentication exists to stop.
+taken as a report (flooding), which is what authentication exists to stop. The client process
+that sends them is :mod:`shuffledp.simulations.pipeline.chaos` (the production client with its
+publisher wrapped).
 """
 
 from __future__ import annotations

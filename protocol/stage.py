@@ -1,0 +1,374 @@
+"""One stage of a round (a hop, the analyzer, a client process) on its transport: the steps they
+all take, written once.
+
+Every stage of the pipeline does the same few things around its own work:
+
+- **lifecycle**: it announces itself on its retained status topic (``ready``/``waiting``, then
+  ``done``, ``refused`` or ``failed``) and clears that status when it ends, however it ends (a
+  stale ``ready`` would make a later upstream publish before anyone listens);
+- **collect until complete or deadline** (hops and the analyzer): take what arrives on the ingress
+  topic in bursts (everything already received, up to a limit: one thread hop, one journal fsync
+  per burst), hand each burst to the stage's own logic, and stop when that logic says the batch
+  is complete or at the closing time (:func:`~shuffledp.protocol.runtime.closing_time`),
+  publishing progress every :data:`PROGRESS_INTERVAL` seconds meanwhile;
+- **await downstream ready**: publish downstream only after the downstream announced ``ready``
+  (an MQTT broker drops what nobody subscribes to); the downstream's status is followed all the
+  time, also while collecting, so a stage whose downstream is long ready does not wait at all;
+  after ``ready_timeout`` seconds the stage announces ``failed`` and raises NotReadyError;
+- **settle**: acknowledge every message once it is dealt with (journaled, or not to be kept),
+  or the broker's window of unacknowledged messages fills up and it stops delivering.
+
+The module is a pure core and a thin asyncio shell. The core decides without any I/O:
+:class:`Readiness` (is the downstream listening, from its status payloads), :class:`CollectClock`
+(when to close, when progress is due, how long to wait for the next message) and
+:func:`split_burst` (inputs versus everything else). The shell, :class:`Stage`, owns the
+connection's side: ``async with Stage(...) as stage`` opens an asyncio.TaskGroup whose named
+tasks are the inbox pump (``<stage>-inbox``) and whatever the stage starts with
+:meth:`Stage.start`; leaving the block clears the retained status and stops those tasks. What a
+stage does with its inputs is an :class:`Intake` (hop and analyzer each have one), so the loop
+has no closures and no shared mutable locals::
+
+    async with Stage(transport, prefix=p, round_id=r, name="hop-0", downstream="hop-1") as stage:
+        await stage.subscribe(ingress)
+        ready_at = await stage.announce_ready()
+        timed_out = await stage.collect(intake, CollectClock.starting(...))
+        ...
+        await stage.await_downstream(ready_timeout, who="hop-0 of round 7: hop-1")
+        ...publish downstream...
+        await stage.announce("done", log=log)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Coroutine, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
+
+from shuffledp.protocol.runtime import (
+    READY_STATES,
+    Inbox,
+    NotReadyError,
+    closing_time,
+    decode_json,
+    publish_progress,
+    publish_state,
+    retained_status,
+)
+from shuffledp.protocol.topics import status_topic
+from shuffledp.protocol.transport import AcknowledgingTransport, Message, Transport
+
+__all__ = [
+    "PROGRESS_INTERVAL",
+    "CollectClock",
+    "Intake",
+    "Readiness",
+    "Stage",
+    "split_burst",
+    "with_write",
+]
+
+PROGRESS_INTERVAL = 0.5
+"""Seconds between progress messages while a stage works."""
+
+T = TypeVar("T")
+
+
+# --- pure core --------------------------------------------------------------------------------
+
+
+@dataclass(slots=True)
+class Readiness:
+    """Whether the stage ``stage`` listens, from the last status it retained on ``topic``.
+
+    ``ready`` follows that status: True while it is ``ready`` or ``working``, False once it is
+    anything else or cleared (an empty payload: the stage left)."""
+
+    stage: str
+    topic: str
+    ready: bool = False
+
+    def note(self, message: Message) -> bool:
+        """Take ``message`` into account if it is the downstream's status; True iff it was."""
+        if message.topic != self.topic:
+            return False
+        body = decode_json(message.payload)
+        self.ready = body is not None and body.get("state") in READY_STATES
+        return True
+
+
+@dataclass(slots=True, kw_only=True)
+class CollectClock:
+    """When a collecting stage closes and when its next progress is due (monotonic seconds;
+    pure: the caller says what time it is).
+
+    ``stage_index``, ``deadline``, ``ready_at`` and ``first_arrival`` are
+    :func:`~shuffledp.protocol.runtime.closing_time`'s; ``first_arrival`` is set by
+    :meth:`arrived` the first time inputs come."""
+
+    stage_index: int
+    deadline: float
+    ready_at: float
+    first_arrival: float | None = None
+    interval: float = PROGRESS_INTERVAL
+    next_progress: float = field(init=False)
+    close_at: float = field(init=False)
+    """When collection stops (kept up to date by :meth:`arrived`)."""
+
+    def __post_init__(self) -> None:
+        self.next_progress = self.ready_at + self.interval
+        self._close()
+
+    def _close(self) -> None:
+        self.close_at = closing_time(
+            stage_index=self.stage_index,
+            ready_at=self.ready_at,
+            first_arrival=self.first_arrival,
+            deadline=self.deadline,
+        )
+
+    def expired(self, now: float) -> bool:
+        return now >= self.close_at
+
+    def progress_due(self, now: float) -> bool:
+        """True iff progress is due at ``now``; the next one is then due an interval later."""
+        if now < self.next_progress:
+            return False
+        self.next_progress = now + self.interval
+        return True
+
+    def wait(self, now: float) -> float:
+        """Seconds to wait for a message before something else is due."""
+        return min(self.close_at, self.next_progress) - now
+
+    def arrived(self, now: float) -> None:
+        """Inputs came at ``now``: the first time, the closing time may move."""
+        if self.first_arrival is None:
+            self.first_arrival = now
+            self._close()
+
+
+def split_burst(messages: Iterable[Message], ingress: str) -> tuple[list[Message], list[Message]]:
+    """(the messages on ``ingress``, the others), each in arrival order."""
+    inputs: list[Message] = []
+    others: list[Message] = []
+    for message in messages:
+        (inputs if message.topic == ingress else others).append(message)
+    return inputs, others
+
+
+class Intake(Protocol):
+    """What a collecting stage does with its inputs (a hop's and the analyzer's own logic).
+
+    ``ingress``: the topic inputs arrive on; ``burst``: how many are taken at once;
+    ``complete()``: True once nothing more is to be collected; ``take(payloads)``: offer (and
+    journal) a burst, after which the stage acknowledges it; ``counts()``: the progress counts."""
+
+    @property
+    def ingress(self) -> str: ...
+
+    @property
+    def burst(self) -> int: ...
+
+    def complete(self) -> bool: ...
+
+    async def take(self, payloads: list[bytes]) -> None: ...
+
+    def counts(self) -> dict[str, Any]: ...
+
+
+# --- asyncio shell ----------------------------------------------------------------------------
+
+
+async def with_write(work: Coroutine[Any, Any, Any], write: Callable[[], object]) -> None:
+    """Await ``work`` while ``write()`` runs in a worker thread (a burst offered while it is
+    journaled). If ``work`` fails or the stage is cancelled, the write in flight is waited for
+    before the error goes on: a journal closed while a thread still writes or fsyncs it keeps
+    its lock until that call returns, and a stage restarted at once would find it locked."""
+    written = asyncio.ensure_future(asyncio.to_thread(write))
+    try:
+        await asyncio.gather(work, asyncio.shield(written))
+    except BaseException:
+        await asyncio.wait([written])
+        raise
+
+
+class Stage:
+    """A stage's side of the transport for one round (module docstring).
+
+    ``downstream``: the stage whose ``ready`` this one awaits before publishing to it (its status
+    topic is subscribed on entry and followed from then on), or None. ``on_progress``: also
+    called with every progress's counts (before they are published).
+    """
+
+    def __init__(
+        self,
+        transport: Transport,
+        *,
+        prefix: str,
+        round_id: int,
+        name: str,
+        downstream: str | None = None,
+        on_progress: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
+        self.transport = transport
+        self.prefix = prefix
+        self.round_id = round_id
+        self.name = name
+        self.readiness = (
+            None
+            if downstream is None
+            else Readiness(downstream, status_topic(prefix, round_id, downstream))
+        )
+        self.ready_at: float | None = None
+        self._on_progress = on_progress
+        self._acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
+        self._group = asyncio.TaskGroup()
+        self._tasks: set[asyncio.Task[Any]] = set()  # started, not finished
+        self._inbox = Inbox(transport, name=f"{name}-inbox", group=self._group)
+        self._stack = contextlib.AsyncExitStack()
+
+    async def __aenter__(self) -> Stage:
+        await self._group.__aenter__()
+        try:
+            await self._stack.enter_async_context(self._inbox)
+            await self._stack.enter_async_context(
+                retained_status(self.transport, self.prefix, self.round_id, self.name)
+            )
+            if self.readiness is not None:
+                await self.transport.subscribe(self.readiness.topic)
+        except BaseException:
+            await self._close()
+            raise
+        return self
+
+    async def __aexit__(
+        self, et: type[BaseException] | None, exc: BaseException | None, tb: Any
+    ) -> None:
+        """Clear the status, stop the tasks; the block's own error goes on unchanged (a
+        TaskGroup would wrap it in an ExceptionGroup), else a failed task's error is raised."""
+        try:
+            await self._close()
+        except BaseExceptionGroup as failed:
+            if exc is None or isinstance(exc, asyncio.CancelledError):
+                if len(failed.exceptions) == 1:
+                    raise failed.exceptions[0] from None
+                raise
+        return None
+
+    async def _close(self) -> None:
+        try:
+            await self._stack.aclose()  # clears the retained status, then stops the inbox
+        finally:
+            for task in list(self._tasks):
+                task.cancel()
+            await self._group.__aexit__(None, None, None)
+
+    def start(self, work: Coroutine[Any, Any, T], *, name: str) -> asyncio.Future[T]:
+        """Run ``work`` as a task named ``name`` of the stage's TaskGroup; its result, or its
+        error, comes where the returned future is awaited (an error does not cancel the stage
+        as a TaskGroup would: the stage still clears its status). A task not finished when the
+        stage ends is cancelled."""
+        outcome: asyncio.Future[T] = asyncio.get_running_loop().create_future()
+        task = self._group.create_task(_deliver(work, outcome), name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return outcome
+
+    async def subscribe(self, topic_filter: str) -> None:
+        await self.transport.subscribe(topic_filter)
+
+    async def announce(self, state: str, **fields: Any) -> None:
+        """Publish ``state`` (and ``fields``) as the stage's retained status."""
+        await publish_state(self.transport, self.prefix, self.round_id, self.name, state, **fields)
+
+    async def announce_ready(self) -> float:
+        """Announce ``ready``; returns (and keeps in ``ready_at``) the monotonic time after."""
+        await self.announce("ready")
+        self.ready_at = time.monotonic()
+        return self.ready_at
+
+    async def progress(self, **counts: Any) -> None:
+        """Publish ``counts`` on the stage's progress topic (``on_progress`` sees them first)."""
+        if self._on_progress is not None:
+            self._on_progress(counts)
+        await publish_progress(self.transport, self.prefix, self.round_id, self.name, **counts)
+
+    def settle(self, messages: Iterable[Message]) -> None:
+        """Acknowledge ``messages``: the broker may forget them (they are journaled or were not
+        to be kept). Every message is settled, else the broker's window of unacknowledged
+        messages fills up and it stops delivering, the downstream's status included."""
+        if self._acknowledging is not None:
+            for message in messages:
+                self._acknowledging.ack(message)
+
+    def _route(self, messages: Sequence[Message], ingress: str) -> list[Message]:
+        """The inputs among ``messages``; the others are noted (a downstream status) and
+        settled."""
+        inputs, others = split_burst(messages, ingress)
+        if self.readiness is not None:
+            for message in others:
+                self.readiness.note(message)
+        self.settle(others)
+        return inputs
+
+    async def collect(self, intake: Intake, clock: CollectClock) -> bool:
+        """Take inputs until ``intake.complete()`` or the clock's closing time; True iff the
+        closing time ended it (the deadline passed with the batch incomplete)."""
+        while not intake.complete():
+            now = time.monotonic()
+            if clock.expired(now):
+                return True
+            if clock.progress_due(now):
+                await self.progress(**intake.counts())
+            message = await self._inbox.get(clock.wait(now))
+            if message is None:
+                continue
+            # Every message that has already arrived, taken together (one thread hop,
+            # parallel peeling, one journal fsync for the burst).
+            burst = [message, *self._inbox.drain(intake.burst - 1)]
+            inputs = self._route(burst, intake.ingress)
+            if not inputs:
+                continue
+            clock.arrived(time.monotonic())
+            await intake.take([item.payload for item in inputs])
+            self.settle(inputs)
+        return False
+
+    async def await_downstream(self, timeout: float, *, who: str) -> None:
+        """Return once the downstream is ready (at once if it already is). After ``timeout``
+        seconds: announce ``failed`` (``"<downstream> not ready"``) and raise NotReadyError
+        saying ``"<who> did not announce ready within <timeout> s ..."``."""
+        readiness = self.readiness
+        if readiness is None:
+            raise RuntimeError(f"{self.name} has no downstream to wait for")
+        deadline = time.monotonic() + timeout
+        while not readiness.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                await self.announce("failed", error=f"{readiness.stage} not ready")
+                raise NotReadyError(
+                    f"{who} did not announce ready within {timeout} s (is it running, on the "
+                    f"same broker, with prefix {self.prefix!r}?)"
+                )
+            message = await self._inbox.get(remaining)
+            if message is not None:
+                self.settle([message])
+                readiness.note(message)
+
+
+async def _deliver(work: Coroutine[Any, Any, T], outcome: asyncio.Future[T]) -> None:
+    """Await ``work`` and put its result or error into ``outcome`` (Stage.start)."""
+    try:
+        result = await work
+    except asyncio.CancelledError:
+        outcome.cancel()
+        raise
+    except Exception as exc:
+        if not outcome.cancelled():
+            outcome.set_exception(exc)
+    else:
+        if not outcome.cancelled():
+            outcome.set_result(result)

@@ -1,0 +1,270 @@
+"""Everything that knows amqtt's internals, written for exactly :data:`AMQTT_VERSION`.
+
+The embedded broker (:mod:`shuffledp.brokers.embedded`) is amqtt plus what this module adds:
+
+- its configuration (:func:`amqtt_config`: amqtt 0.12's format, unknown keys rejected);
+- two plugins that read the very files Mosquitto reads (:class:`PasswordFileAuthPlugin`,
+  :class:`AclFileTopicPlugin`), so both brokers enforce one policy;
+- patches of three amqtt 0.12.1 bugs on the Broker instance (:func:`patch_broker`);
+- :func:`start_amqtt`, which builds, patches and starts a Broker and tells a port in use
+  (:class:`~shuffledp.brokers.ports.PortInUseError`) from any other failure (BrokerError).
+
+The patches replace private attributes of amqtt's Broker; another amqtt version may have renamed
+them or fixed the bugs differently. :func:`check_amqtt_version` therefore refuses, with a
+BrokerError, any installed amqtt but the one these were written and tested for; pyproject.toml
+pins the same version.
+
+Message size: amqtt 0.12 has no maximum message size (no setting exists; a message is held in
+memory whole), so the pipeline's batches of ~1 MB sent as one message pass as they are.
+"""
+
+from __future__ import annotations
+
+import errno
+import importlib.metadata
+import logging
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from amqtt.plugins.base import BaseAuthPlugin, BaseTopicPlugin
+
+from shuffledp.brokers.ports import LOOPBACK, port_in_use
+from shuffledp.errors import BrokerError
+
+__all__ = [
+    "AMQTT_VERSION",
+    "AclFileTopicPlugin",
+    "PasswordFileAuthPlugin",
+    "SnapshotDict",
+    "amqtt_config",
+    "check_amqtt_version",
+    "patch_broker",
+    "start_amqtt",
+]
+
+AMQTT_VERSION = "0.12.1"
+"""The amqtt release the plugins and patches below were written and tested for."""
+
+
+def check_amqtt_version(installed: str | None = None) -> None:
+    """BrokerError unless the installed amqtt (or ``installed``) is exactly :data:`AMQTT_VERSION`."""
+    if installed is None:
+        try:
+            installed = importlib.metadata.version("amqtt")
+        except importlib.metadata.PackageNotFoundError:
+            installed = "none"
+    if installed != AMQTT_VERSION:
+        raise BrokerError(
+            f"the embedded broker needs amqtt {AMQTT_VERSION} (its patches in "
+            f"shuffledp.brokers.amqtt_compat are written for that release), found amqtt "
+            f"{installed}: pip install 'amqtt=={AMQTT_VERSION}', or use --broker mosquitto"
+        )
+
+
+def amqtt_config(port: int, access_dir: Path | None = None) -> dict[str, Any]:
+    """amqtt 0.12's configuration for a listener on 127.0.0.1:``port``.
+
+    No $SYS plugin, no event/packet logger plugins. Without ``access_dir`` the anonymous-auth
+    plugin (without any auth plugin every client is refused); with it, the accounts and ACL of
+    :mod:`shuffledp.security.access`, from the files Mosquitto reads (its passwd with $7$ hashes
+    and its acl file)."""
+    listeners = {"default": {"type": "tcp", "bind": f"{LOOPBACK}:{port}"}}
+    if access_dir is None:
+        plugin = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
+        return {"listeners": listeners, "plugins": plugin}
+    root = str(Path(os.path.abspath(access_dir)))
+    return {
+        "listeners": listeners,
+        "plugins": {
+            f"{__name__}.PasswordFileAuthPlugin": {"password_file": f"{root}/passwd"},
+            f"{__name__}.AclFileTopicPlugin": {"acl_file": f"{root}/acl"},
+        },
+    }
+
+
+class PasswordFileAuthPlugin(BaseAuthPlugin):  # type: ignore[misc]  # amqtt is untyped
+    """amqtt authentication against a Mosquitto 2.0 password file of ``$7$`` (PBKDF2-SHA512)
+    hashes: a CONNECT is accepted iff it names a user of the file and the password verifies
+    (:func:`shuffledp.security.access.verify_password`, constant-time). Anonymous and unknown
+    users are refused (CONNACK "not authorized"). amqtt's own FileAuthPlugin needs argon2-cffi or
+    the deprecated crypt module; this one reads the file Mosquitto reads."""
+
+    @dataclass
+    class Config:
+        password_file: str = ""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        from shuffledp.security.access import parse_password_file
+
+        self._users = parse_password_file(self.config.password_file)
+
+    async def authenticate(self, *, session: Any) -> bool:
+        from shuffledp.security.access import verify_password
+
+        username, password = session.username, session.password
+        if not username or password is None or username not in self._users:
+            return False
+        if isinstance(password, bytes | bytearray):
+            password = bytes(password).decode("utf-8", errors="replace")
+        return verify_password(str(password), self._users[username])
+
+
+class AclFileTopicPlugin(BaseTopicPlugin):  # type: ignore[misc]  # amqtt is untyped
+    """amqtt topic ACL from a Mosquitto ACL file (``user``/``topic read|write`` lines): a
+    PUBLISH is broadcast only to a topic the user may write (otherwise amqtt drops it, as
+    Mosquitto does for MQTT 3.1.1), a SUBSCRIBE is granted only for a filter within one the user
+    may read (otherwise the SUBACK says failure), and a message is delivered only to a session
+    whose user may read its topic. Anything not listed is denied."""
+
+    @dataclass
+    class Config:
+        acl_file: str = ""
+
+    def __init__(self, context: Any) -> None:
+        super().__init__(context)
+        from shuffledp.security.access import parse_acl_file
+
+        self._rules = parse_acl_file(self.config.acl_file)
+
+    async def topic_filtering(
+        self, *, session: Any = None, topic: str | None = None, action: Any = None
+    ) -> bool:
+        return self.allows(session, topic, action)
+
+    def allows(self, session: Any, topic: str | None, action: Any) -> bool:
+        """The ACL decision, without awaiting (see :func:`_check_topics_without_yielding`)."""
+        from amqtt.contexts import Action
+
+        from shuffledp.security.access import topic_matches
+
+        if action == Action.RECEIVE:
+            # Every subscription was checked against the read rules when it was made, so a
+            # delivery on it is allowed; checking again per message cost nothing in safety.
+            return True
+        username = getattr(session, "username", None)
+        rules = self._rules.get(username) if username else None
+        if rules is None or not topic:
+            return False
+        allowed = rules.write if action == Action.PUBLISH else rules.read
+        return any(topic_matches(topic, rule) for rule in allowed)
+
+
+class SnapshotDict(dict[str, Any]):
+    """A dict whose iteration walks a snapshot of its keys (items and values likewise).
+
+    amqtt 0.12.1 iterates its broker-wide subscription table with ``await`` inside the loop
+    (Broker._handle_client_session, when a client connects; Broker._run_broadcast, for every
+    message; Broker._del_all_subscriptions). A SUBSCRIBE from another client in between adds a
+    key, and the iteration raises "RuntimeError: dictionary changed size during iteration": the
+    connecting client's session dies and its SUBSCRIBE times out. It happened in most runs of
+    ``shuffledp simulate`` (six stages connecting and subscribing at once). Iterating a snapshot
+    gives each loop the table as it was when the loop began, which is what those loops assume;
+    the table holds one key per topic filter (tens), so the copy is cheap. Not reported upstream
+    as of amqtt 0.12.1; the test_brokers regression test checks it.
+    """
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(list(super().keys()))
+
+    def keys(self) -> Any:
+        return list(super().keys())
+
+    def items(self) -> Any:
+        # The values are lists of (session, qos), also changed while a broadcast awaits: a
+        # subscriber removed mid-loop would make the loop skip the next one, so copy them too.
+        return [(key, list(value)) for key, value in super().items()]
+
+    def values(self) -> Any:
+        return [list(value) for value in super().values()]
+
+
+def patch_broker(broker: Any, *, acl: bool) -> None:
+    """Work around amqtt 0.12.1 bugs on this Broker instance (after :func:`check_amqtt_version`).
+
+    1. Its subscription table is iterated with awaits inside: swap it for a :class:`SnapshotDict`.
+    2. When a client connects, amqtt sends it the retained messages of every topic filter that
+       any client subscribed to (Broker._handle_client_session walks the broker-wide table where
+       the session's own subscriptions were meant), so a new client received other stages'
+       retained status messages it never asked for. Retained messages now go only to a session
+       that holds the subscription (as for a SUBSCRIBE, where amqtt adds it before sending).
+    3. With ``acl``: topics are checked without giving up the event loop
+       (:func:`_check_topics_without_yielding`).
+    """
+    table = getattr(broker, "_subscriptions", None)
+    send_retained = getattr(broker, "_publish_retained_messages_for_subscription", None)
+    if not isinstance(table, dict) or send_retained is None:
+        raise BrokerError(
+            "amqtt's Broker lacks _subscriptions or _publish_retained_messages_for_subscription: "
+            f"the patches of shuffledp.brokers.amqtt_compat need amqtt {AMQTT_VERSION}"
+        )
+    snapshot_table = SnapshotDict(table)
+    broker._subscriptions = snapshot_table
+
+    async def retained_to_subscribers_only(subscription: tuple[str, int], session: Any) -> None:
+        holders = dict.get(snapshot_table, subscription[0], ())
+        if any(holder.client_id == session.client_id for holder, _qos in holders):
+            await send_retained(subscription, session)
+
+    broker._publish_retained_messages_for_subscription = retained_to_subscribers_only
+    if acl:
+        _check_topics_without_yielding(broker)
+
+
+def _check_topics_without_yielding(broker: Any) -> None:
+    """Make amqtt 0.12.1 check topics without giving up the event loop.
+
+    amqtt asks its topic plugins through tasks gathered with ``await`` (one per plugin and per
+    message, also per delivery inside its broadcast loop); with the ACL plugin on, a round of
+    200 reports lost 30-50 % of them on the way to hop 0 (the same run without ACL lost none).
+    The same decision taken synchronously, from the ACL plugin's rules, loses none.
+    """
+    plugins = [
+        p for p in broker.plugins_manager._topic_plugins if isinstance(p, AclFileTopicPlugin)
+    ]
+    if len(plugins) != 1:
+        raise BrokerError("the embedded broker's ACL plugin did not load")
+    acl = plugins[0]
+
+    async def topic_filtering(session: Any, topic: str, action: Any) -> bool:
+        return acl.allows(session, topic, action)
+
+    broker._topic_filtering = topic_filtering
+
+
+class _DropStartupTraceback(logging.Filter):
+    """amqtt logs a traceback ("Broker startup failed") before raising; we raise a clear error."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return record.getMessage() != "Broker startup failed"
+
+
+async def start_amqtt(port: int, access_dir: Path | None) -> Any:
+    """A started, patched amqtt Broker on 127.0.0.1:``port``.
+
+    PortInUseError if the port is taken; BrokerError for a wrong amqtt version or any other
+    start-up failure (amqtt's own message and the cause, never reported as a port in use)."""
+    check_amqtt_version()
+    from amqtt.broker import Broker
+    from amqtt.errors import BrokerError as AmqttBrokerError
+
+    what = f"embedded MQTT broker (amqtt {AMQTT_VERSION})"
+    broker = Broker(amqtt_config(port, access_dir))
+    patch_broker(broker, acl=access_dir is not None)
+    log_filter = _DropStartupTraceback()
+    amqtt_logger = logging.getLogger("amqtt.broker")
+    amqtt_logger.addFilter(log_filter)
+    try:
+        await broker.start()
+    except AmqttBrokerError as exc:
+        cause = exc.__cause__
+        if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
+            raise port_in_use(port, what) from exc
+        detail = f"{exc}" + (f" ({cause})" if cause is not None else "")
+        raise BrokerError(f"{what} could not start on {LOOPBACK}:{port}: {detail}") from exc
+    finally:
+        amqtt_logger.removeFilter(log_filter)
+    return broker

@@ -1,0 +1,321 @@
+"""Mosquitto for the pipeline: its configuration, finding the binary, and a launcher.
+
+- :data:`MOSQUITTO_CONFIG_TEMPLATE` / :func:`write_mosquitto_config`: the project's Mosquitto 2.x
+  configuration (loopback listener, delivery settings, optional accounts, ACL and TLS). It ships
+  as ``deploy/mosquitto.conf`` (port 1883) for users who run Mosquitto themselves:
+  ``mosquitto -c deploy/mosquitto.conf``.
+- :class:`MosquittoBroker` starts ``mosquitto -c CONF`` as a child process on a free loopback
+  port; for large runs and the integration tests.
+
+Message size: Mosquitto gets ``max_packet_size`` = ``MAX_PACKET_BYTES`` (16 MiB,
+:mod:`shuffledp.security.access`), see the template.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from types import TracebackType
+
+from shuffledp.brokers.files import check_access_dir, check_tls_dir
+from shuffledp.brokers.ports import (
+    LOOPBACK,
+    PORT_ATTEMPTS,
+    accepts_connections,
+    check_port,
+    free_loopback_port,
+    port_in_use,
+)
+from shuffledp.brokers.shielded import run_to_completion
+from shuffledp.errors import BrokerError, InvalidParameterError
+from shuffledp.security.access import MOSQUITTO_DELIVERY_SETTINGS
+
+__all__ = [
+    "MOSQUITTO_CONFIG_TEMPLATE",
+    "MosquittoBroker",
+    "find_mosquitto",
+    "write_mosquitto_config",
+]
+
+MOSQUITTO_CONFIG_TEMPLATE = f"""\
+# Mosquitto 2.x configuration for shuffledp (made from MOSQUITTO_CONFIG_TEMPLATE in
+# shuffledp/brokers/mosquitto.py; deploy/mosquitto.conf is this file for port 1883).
+# Run: mosquitto -c deploy/mosquitto.conf   then: shuffledp simulate --broker mqtt://127.0.0.1:1883
+#
+# Security settings (allow_anonymous) apply to every listener alike; set before any listener.
+per_listener_settings false
+# Listen on port {{port}} of the loopback interface only: nothing off this machine can connect.
+listener {{port}} 127.0.0.1
+# Anonymous clients: reports are protected by their onion encryption, not by broker accounts;
+# acceptable only because the listener above is loopback-only.
+allow_anonymous true
+{MOSQUITTO_DELIVERY_SETTINGS}# Keep nothing on disk: messages live in memory only, no mosquitto.db is written.
+persistence false
+# Log to the standard error stream (MosquittoBroker keeps it in a file and shows it on failure),
+log_dest stderr
+# errors only,
+log_type error
+# and warnings.
+log_type warning
+"""
+
+
+def write_mosquitto_config(
+    directory: str | os.PathLike[str],
+    port: int,
+    *,
+    access_dir: str | os.PathLike[str] | None = None,
+    tls_dir: str | os.PathLike[str] | None = None,
+    tls_port: int | None = None,
+) -> Path:
+    """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
+    With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused and the
+    accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
+    key directory's ``tls/``, :mod:`shuffledp.security.tls`) and ``tls_port``, a second listener on
+    127.0.0.1:`tls_port` speaks MQTT over TLS with that directory's server certificate; the
+    same security settings apply to both listeners."""
+    from shuffledp.security.access import mosquitto_auth_settings
+    from shuffledp.security.tls import mosquitto_tls_listener
+
+    path = Path(directory) / "mosquitto.conf"
+    text = MOSQUITTO_CONFIG_TEMPLATE.format(port=check_port(port))
+    if access_dir is not None:
+        settings = mosquitto_auth_settings(check_access_dir(access_dir))
+        text = text.replace("per_listener_settings false\n", settings, 1)
+        text = text.replace("allow_anonymous true\n", "", 1)
+    if (tls_dir is None) != (tls_port is None):
+        raise InvalidParameterError(
+            f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
+            f"{tls_dir!r} and tls_port {tls_port!r}"
+        )
+    if tls_dir is not None and tls_port is not None:
+        text += "# MQTT over TLS (shuffledp.security.tls), loopback only like the listener above.\n"
+        text += mosquitto_tls_listener(
+            check_tls_dir(tls_dir), check_port(tls_port), bind_address=LOOPBACK
+        )
+    secured = access_dir is not None or tls_dir is not None
+    if secured and hasattr(os, "geteuid") and os.geteuid() == 0:
+        # Started as root, mosquitto drops to the user "mosquitto" before it reads these files,
+        # and cannot read the 0600 passwd/acl/server.key files of the launching user (nor enter
+        # its 0700 key directory): stay the launching user instead.
+        text += (
+            "# Stay root: the passwd, acl and TLS key files are readable by their owner only.\n"
+            "user root\n"
+        )
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def find_mosquitto() -> str | None:
+    """Path of the mosquitto binary: on PATH, else Debian's /usr/sbin/mosquitto; None if absent."""
+    found = shutil.which("mosquitto")
+    if found is not None:
+        return found
+    fallback = "/usr/sbin/mosquitto"
+    return fallback if os.access(fallback, os.X_OK) else None
+
+
+class MosquittoBroker:
+    """A ``mosquitto -c CONF`` child process on 127.0.0.1, configured by
+    :data:`MOSQUITTO_CONFIG_TEMPLATE` in a temporary directory.
+
+    Use ``async with MosquittoBroker() as broker:`` (or plain ``with``): on entry it starts and
+    waits until the port accepts connections (10 s at most; the error shows mosquitto's log); on
+    exit it sends SIGTERM, waits, SIGKILLs if need be, and removes the temporary directory.
+
+    With ``tls_dir`` (a key directory's ``tls/``), a second listener on a free loopback port,
+    :attr:`tls_port`, speaks MQTT over TLS with that directory's server certificate
+    (:attr:`tls_url`, ``mqtts://127.0.0.1:PORT``); the plain listener stays.
+    """
+
+    host = LOOPBACK
+    START_TIMEOUT = 10.0
+    STOP_TIMEOUT = 5.0
+
+    def __init__(
+        self,
+        port: int | None = None,
+        *,
+        binary: str | None = None,
+        access_dir: str | os.PathLike[str] | None = None,
+        tls_dir: str | os.PathLike[str] | None = None,
+    ) -> None:
+        self._fixed_port = port is not None
+        self._port = check_port(port) if port is not None else free_loopback_port()
+        self._binary = binary
+        self._access_dir = None if access_dir is None else check_access_dir(access_dir)
+        self._tls_dir = None if tls_dir is None else check_tls_dir(tls_dir)
+        self._tls_port = None if tls_dir is None else self._free_port_but_plain()
+        self._tmpdir: Path | None = None
+        self._process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def port(self) -> int:
+        return self._port
+
+    @property
+    def url(self) -> str:
+        return f"mqtt://{self.host}:{self._port}"
+
+    @property
+    def tls_port(self) -> int:
+        """The TLS listener's port; RuntimeError without ``tls_dir``."""
+        if self._tls_port is None:
+            raise RuntimeError("this MosquittoBroker has no TLS listener (pass tls_dir)")
+        return self._tls_port
+
+    @property
+    def tls_url(self) -> str:
+        """``mqtts://127.0.0.1:PORT`` of the TLS listener; RuntimeError without ``tls_dir``."""
+        return f"mqtts://{self.host}:{self.tls_port}"
+
+    def _free_port_but_plain(self) -> int:
+        """A free loopback port other than the plain listener's."""
+        while True:
+            port = free_loopback_port()
+            if port != self._port:
+                return port
+
+    @property
+    def config_path(self) -> Path:
+        if self._tmpdir is None:
+            raise RuntimeError("MosquittoBroker is not running")
+        return self._tmpdir / "mosquitto.conf"
+
+    def log(self) -> str:
+        """What mosquitto wrote to stderr so far."""
+        if self._tmpdir is None:
+            return ""
+        path = self._tmpdir / "mosquitto.log"
+        return path.read_text(errors="replace") if path.exists() else ""
+
+    # -- starting: one generator of steps, driven by a blocking or by an asyncio sleep ------------
+
+    def _start_steps(self) -> Iterator[float]:
+        """Start mosquitto; yield seconds to sleep while waiting for its port; raise on failure."""
+        binary = self._binary or find_mosquitto()
+        if binary is None or not os.access(binary, os.X_OK):
+            raise BrokerError(
+                f"mosquitto not found ({binary or 'looked on PATH and at /usr/sbin/mosquitto'}); "
+                f"install it (apt-get install mosquitto) or use the embedded broker"
+            )
+        for attempt in range(PORT_ATTEMPTS):
+            self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
+            config = write_mosquitto_config(
+                self._tmpdir,
+                self._port,
+                access_dir=self._access_dir,
+                tls_dir=self._tls_dir,
+                tls_port=self._tls_port,
+            )
+            with open(self._tmpdir / "mosquitto.log", "wb") as log:
+                self._process = subprocess.Popen(
+                    [binary, "-c", str(config)],
+                    stdin=subprocess.DEVNULL,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
+                )
+            deadline = time.monotonic() + self.START_TIMEOUT
+            while True:
+                code = self._process.poll()
+                if code is not None:
+                    reason = f"exited with code {code}"
+                    break
+                if accepts_connections(self.host, self._port) and (
+                    self._tls_port is None or accepts_connections(self.host, self._tls_port)
+                ):
+                    # Could be another program on a port just taken: ours must still be running.
+                    yield 0.05
+                    code = self._process.poll()
+                    if code is None:
+                        return
+                    reason = f"exited with code {code}"
+                    break
+                if time.monotonic() > deadline:
+                    reason = f"did not accept connections within {self.START_TIMEOUT:g} s"
+                    break
+                yield 0.02
+            output = self.log().strip()
+            self._stop()
+            if (
+                "address already in use" in output.lower()
+                and not self._fixed_port
+                and attempt < PORT_ATTEMPTS - 1
+            ):
+                self._port = free_loopback_port()
+                if self._tls_port is not None:
+                    self._tls_port = self._free_port_but_plain()
+                continue
+            if "address already in use" in output.lower():
+                raise port_in_use(self._port, f"mosquitto ({binary})")
+            raise BrokerError(
+                f"mosquitto ({binary}) on {self.host}:{self._port} {reason}; its output: "
+                f"{output or '(none)'}"
+            )
+
+    def _stop_process(self) -> None:
+        process, self._process = self._process, None
+        if process is None or process.poll() is not None:
+            return
+        process.send_signal(signal.SIGTERM)
+        try:
+            process.wait(timeout=self.STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+    def _stop(self) -> None:
+        try:
+            self._stop_process()
+        finally:
+            tmpdir, self._tmpdir = self._tmpdir, None
+            if tmpdir is not None:
+                shutil.rmtree(tmpdir, ignore_errors=True)
+
+    def __enter__(self) -> MosquittoBroker:
+        if self._process is not None:
+            raise RuntimeError("this MosquittoBroker is already running")
+        try:
+            for delay in self._start_steps():
+                time.sleep(delay)
+        except BaseException:
+            self._stop()
+            raise
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self._stop()
+
+    async def __aenter__(self) -> MosquittoBroker:
+        if self._process is not None:
+            raise RuntimeError("this MosquittoBroker is already running")
+        try:
+            for delay in self._start_steps():
+                await asyncio.sleep(delay)
+        except BaseException:
+            # Also on cancellation: stop what was started (SIGTERM is answered in milliseconds).
+            self._stop()
+            raise
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        # The wait for the process to end runs in a worker thread, to completion even if cancelled.
+        await run_to_completion(asyncio.to_thread(self._stop))

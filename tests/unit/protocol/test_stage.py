@@ -1,0 +1,302 @@
+"""protocol/stage.py: the pure core (CollectClock, Readiness, split_burst) by known answers, and
+the Stage shell over the in-memory broker: collection ends when everything expected arrived or
+at the deadline with the count short, the downstream's ready is awaited (and noticed while
+collecting), every message is acknowledged once, the retained status is cleared however the
+stage ends, and tasks started on the stage deliver their result or error where awaited."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import pytest
+
+from shuffledp.protocol.runtime import NotReadyError, closing_time, decode_json, publish_state
+from shuffledp.protocol.stage import CollectClock, Readiness, Stage, split_burst, with_write
+from shuffledp.protocol.topics import ingress_topic, progress_topic, status_topic
+from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message
+
+PREFIX = "test/stage"
+ROUND = 3
+INGRESS = ingress_topic(PREFIX, ROUND, 1)
+
+
+# --- pure core --------------------------------------------------------------------------------
+
+
+def test_collect_clock_closes_where_closing_time_says_and_moves_with_the_first_arrival() -> None:
+    hop0 = CollectClock(stage_index=0, deadline=2.0, ready_at=10.0)
+    assert hop0.close_at == 12.0
+    assert not hop0.expired(11.999) and hop0.expired(12.0)
+    later = CollectClock(stage_index=2, deadline=2.0, ready_at=10.0)
+    assert later.close_at == 16.0  # (index + 1) * deadline while nothing arrived
+    later.arrived(11.0)
+    later.arrived(15.0)  # only the first arrival counts
+    assert later.first_arrival == 11.0 and later.close_at == 13.0
+    for index, first in [(0, None), (1, None), (3, 10.5), (1, 12.25)]:
+        clock = CollectClock(stage_index=index, deadline=1.5, ready_at=10.0, first_arrival=first)
+        assert clock.close_at == closing_time(
+            stage_index=index, ready_at=10.0, first_arrival=first, deadline=1.5
+        )
+
+
+def test_collect_clock_progress_is_due_once_per_interval_and_bounds_the_wait() -> None:
+    clock = CollectClock(stage_index=0, deadline=10.0, ready_at=100.0, interval=0.5)
+    assert clock.wait(100.0) == 0.5  # the next progress comes before the close
+    assert not clock.progress_due(100.4)
+    assert clock.progress_due(100.6)
+    assert not clock.progress_due(100.6)  # once: the next is due at 101.1
+    assert clock.next_progress == pytest.approx(101.1)
+    assert clock.wait(101.0) == pytest.approx(0.1)
+    clock.next_progress = 200.0
+    assert clock.wait(109.0) == pytest.approx(1.0)  # now the close comes first
+
+
+def test_readiness_follows_the_downstream_status_only() -> None:
+    topic = status_topic(PREFIX, ROUND, "hop-1")
+    readiness = Readiness("hop-1", topic)
+    assert readiness.ready is False
+    other = Message(status_topic(PREFIX, ROUND, "hop-2"), json.dumps({"state": "ready"}).encode())
+    assert readiness.note(other) is False and readiness.ready is False
+    for state, ready in [("ready", True), ("done", False), ("working", True), ("failed", False)]:
+        assert readiness.note(Message(topic, json.dumps({"state": state}).encode())) is True
+        assert readiness.ready is ready, state
+    readiness.note(Message(topic, json.dumps({"state": "ready"}).encode()))
+    for gone in (b"", b"not json", b"[1]"):  # cleared (the stage left) or unreadable
+        readiness.note(Message(topic, gone))
+        assert readiness.ready is False
+        readiness.ready = True
+
+
+def test_split_burst_keeps_arrival_order_on_both_sides() -> None:
+    messages = [Message(INGRESS if i % 3 else "x/y", bytes([i])) for i in range(10)]
+    inputs, others = split_burst(messages, INGRESS)
+    assert [m.payload[0] for m in inputs] == [1, 2, 4, 5, 7, 8]
+    assert [m.payload[0] for m in others] == [0, 3, 6, 9]
+
+
+# --- the shell over the in-memory broker ------------------------------------------------------
+
+
+class Recording(MemoryTransport):
+    """A connection that remembers what it acknowledged."""
+
+    def __init__(self, broker: MemoryBroker) -> None:
+        super().__init__(broker)
+        broker._transports.append(self)
+        self.acked: list[Message] = []
+
+    def ack(self, message: Message) -> None:
+        self.acked.append(message)
+
+
+@dataclass(slots=True)
+class Counter:
+    """An Intake expecting ``expected`` inputs; bursts of ``burst``."""
+
+    expected: int
+    ingress: str = INGRESS
+    burst: int = 4
+    taken: list[bytes] = field(default_factory=list)
+    bursts: list[int] = field(default_factory=list)
+
+    def complete(self) -> bool:
+        return len(self.taken) >= self.expected
+
+    async def take(self, payloads: list[bytes]) -> None:
+        self.bursts.append(len(payloads))
+        self.taken.extend(payloads)
+
+    def counts(self) -> dict[str, Any]:
+        return {"accepted": len(self.taken), "expected": self.expected}
+
+
+async def send(broker: MemoryBroker, payloads: list[bytes], *, topic: str = INGRESS) -> None:
+    sender = broker.connect()
+    for payload in payloads:
+        await sender.publish(topic, payload)
+
+
+def drained(transport: MemoryTransport) -> list[Message]:
+    out = []
+    while not transport._queue.empty():
+        out.append(transport._queue.get_nowait())
+    return out
+
+
+def stage_on(transport: MemoryTransport, **kwargs: Any) -> Stage:
+    return Stage(transport, prefix=PREFIX, round_id=ROUND, name="hop-1", **kwargs)
+
+
+@pytest.mark.asyncio
+async def test_collect_completes_when_every_expected_input_arrived() -> None:
+    broker = MemoryBroker()
+    transport = Recording(broker)
+    intake = Counter(expected=10)
+    payloads = [bytes([i]) * 8 for i in range(10)]
+    async with stage_on(transport, downstream="hop-2") as stage:
+        await stage.subscribe(INGRESS)
+        await stage.subscribe("noise/#")
+        ready_at = await stage.announce_ready()
+        await send(broker, [b"n1", b"n2"], topic="noise/a")  # not inputs: never taken
+        await send(broker, payloads)
+        await send(broker, [b"late"])  # after the batch is complete: left alone
+        clock = CollectClock(stage_index=1, deadline=30.0, ready_at=ready_at)
+        timed_out = await stage.collect(intake, clock)
+        elapsed = time.monotonic() - ready_at
+    assert timed_out is False
+    assert elapsed < 5.0  # far before the deadline
+    assert intake.taken == payloads  # in order, each once
+    assert max(intake.bursts) <= intake.burst and sum(intake.bursts) == 10
+    assert clock.first_arrival is not None
+    acked = [m.payload for m in transport.acked]
+    assert sorted(acked) == sorted([b"n1", b"n2", *payloads])  # each once, "late" not yet
+
+
+@pytest.mark.asyncio
+async def test_collect_closes_on_the_deadline_with_the_count_short() -> None:
+    broker = MemoryBroker()
+    transport = broker.connect()
+    watcher = broker.connect()
+    await watcher.subscribe(progress_topic(PREFIX, ROUND, "hop-1"))
+    intake = Counter(expected=10)
+    seen: list[dict[str, Any]] = []
+    async with stage_on(transport, on_progress=seen.append) as stage:
+        await stage.subscribe(INGRESS)
+        ready_at = await stage.announce_ready()
+        await send(broker, [bytes([i]) for i in range(7)])
+        clock = CollectClock(stage_index=0, deadline=1.2, ready_at=ready_at, interval=0.5)
+        timed_out = await stage.collect(intake, clock)
+        elapsed = time.monotonic() - ready_at
+    assert timed_out is True
+    assert len(intake.taken) == 7
+    assert 1.2 <= elapsed < 3.0
+    # progress went out while waiting: on the progress topic and to on_progress, same counts
+    published = [decode_json(m.payload) for m in drained(watcher)]
+    assert len(published) >= 1 and len(published) == len(seen)
+    assert all(body is not None and body["expected"] == 10 for body in published)
+    assert seen[-1] == {"accepted": 7, "expected": 10}
+
+
+@pytest.mark.asyncio
+async def test_a_later_stage_waits_for_its_upstream_longer_than_its_deadline() -> None:
+    """Stage index 2 with nothing arriving closes at 3 deadlines after ready, not one."""
+    broker = MemoryBroker()
+    async with stage_on(broker.connect()) as stage:
+        await stage.subscribe(INGRESS)
+        ready_at = await stage.announce_ready()
+        clock = CollectClock(stage_index=2, deadline=0.3, ready_at=ready_at)
+        assert await stage.collect(Counter(expected=1), clock) is True
+        assert 0.9 <= time.monotonic() - ready_at < 2.5
+
+
+@pytest.mark.asyncio
+async def test_await_downstream_returns_only_once_the_downstream_is_ready() -> None:
+    broker = MemoryBroker()
+    other = broker.connect()
+    async with stage_on(broker.connect(), downstream="hop-2") as stage:
+        waiting = asyncio.create_task(stage.await_downstream(10.0, who="hop-1: hop-2"))
+        await publish_state(other, PREFIX, ROUND, "hop-2", "waiting")
+        await asyncio.sleep(0.2)
+        assert not waiting.done()  # "waiting" is not ready
+        started = time.monotonic()
+        await publish_state(other, PREFIX, ROUND, "hop-2", "ready")
+        await asyncio.wait_for(waiting, 2.0)
+        assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.asyncio
+async def test_a_ready_seen_while_collecting_means_no_wait_afterwards() -> None:
+    broker = MemoryBroker()
+    await publish_state(broker.connect(), PREFIX, ROUND, "hop-2", "ready")  # retained
+    async with stage_on(broker.connect(), downstream="hop-2") as stage:
+        await stage.subscribe(INGRESS)
+        ready_at = await stage.announce_ready()
+        await send(broker, [b"a", b"b"])
+        clock = CollectClock(stage_index=1, deadline=30.0, ready_at=ready_at)
+        await stage.collect(Counter(expected=2), clock)
+        assert stage.readiness is not None and stage.readiness.ready
+        started = time.monotonic()
+        await stage.await_downstream(0.05, who="hop-1: hop-2")  # would time out if it waited
+        assert time.monotonic() - started < 0.05
+
+
+@pytest.mark.asyncio
+async def test_not_ready_in_time_announces_failed_raises_and_clears_the_status() -> None:
+    broker = MemoryBroker()
+    watch = broker.connect()
+    own = status_topic(PREFIX, ROUND, "hop-1")
+    await watch.subscribe(own)
+    started = time.monotonic()
+    with pytest.raises(NotReadyError, match=r"hop-1 of round 3: hop-2 did not announce ready"):
+        async with stage_on(broker.connect(), downstream="hop-2") as stage:
+            await stage.announce_ready()
+            await stage.await_downstream(0.3, who="hop-1 of round 3: hop-2")
+    assert 0.3 <= time.monotonic() - started < 2.0
+    bodies = [decode_json(m.payload) if m.payload else None for m in drained(watch)]
+    assert [b and b["state"] for b in bodies] == ["ready", "failed", None]
+    assert bodies[1] is not None and bodies[1]["error"] == "hop-2 not ready"
+    late = broker.connect()
+    await late.subscribe(own)
+    assert drained(late) == []  # nothing retained
+
+
+@pytest.mark.asyncio
+async def test_started_tasks_deliver_results_and_errors_and_stop_with_the_stage() -> None:
+    broker = MemoryBroker()
+    watch = broker.connect()
+    await watch.subscribe(status_topic(PREFIX, ROUND, "hop-1"))
+    blocked = asyncio.Event()
+
+    async def forever() -> None:
+        blocked.set()
+        await asyncio.Event().wait()
+
+    async def fails() -> int:
+        raise ValueError("sealing failed")
+
+    with pytest.raises(ValueError, match="sealing failed"):  # not an ExceptionGroup
+        async with stage_on(broker.connect()) as stage:
+            assert await stage.start(asyncio.to_thread(sum, [1, 2, 3]), name="sum") == 6
+            hanging = stage.start(forever(), name="forever")
+            await blocked.wait()
+            await stage.announce("working")
+            await stage.start(fails(), name="fails")
+    assert hanging.cancelled()  # the stage ended: its unfinished task was stopped
+    payloads = [m.payload for m in drained(watch)]
+    assert payloads[-1] == b""  # the status was cleared although the block failed
+
+
+@pytest.mark.asyncio
+@pytest.mark.parametrize("ending", ["cancelled", "failed"])
+async def test_with_write_lets_the_write_in_flight_finish_before_the_error_goes_on(
+    ending: str,
+) -> None:
+    """A journal closed under a write in flight keeps its lock until the write returns: the
+    stage's error (or cancellation) must come only once the write is over."""
+    started, finished = threading.Event(), threading.Event()
+
+    def write() -> None:
+        started.set()
+        time.sleep(0.3)
+        finished.set()
+
+    async def work() -> None:
+        while not started.is_set():
+            await asyncio.sleep(0.005)
+        if ending == "failed":
+            raise ValueError("peeling failed")
+        await asyncio.sleep(10)
+
+    task = asyncio.create_task(with_write(work(), write))
+    while not started.is_set():
+        await asyncio.sleep(0.005)
+    if ending == "cancelled":
+        task.cancel()
+    with pytest.raises(asyncio.CancelledError if ending == "cancelled" else ValueError):
+        await task
+    assert finished.is_set()
