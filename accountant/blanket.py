@@ -19,7 +19,8 @@ uniform Y_i, g(v) = k (R_x0(v) - Ee R_x1(v)), and the identity P(Bin(n, gamma) =
 = P(1 + Bin(n - 1, gamma) = m) turns it into the i.i.d. form above. The pair (Y under x0, Y under
 x1) is a dominating pair for every eps at once, so it composes (composition.py).
 
-Evaluated exactly by :func:`gsum.mean_positive_part`, with a rigorous bracket.
+Evaluated by :func:`gsum.mean_positive_part`, with a rigorous bracket (exactly at small n, by the
+Fourier bracket of gsum_fast beyond).
 """
 
 from __future__ import annotations

@@ -9,12 +9,13 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
   computed exactly by :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
 * a = 0 and a = n - 1, k >= 3: the others are i.i.d., and the leave-one-out identity
   Others(h - e_v) = Mult_n(h) h_v / (n p_v) turns delta into (1/n) E[(G_1 + ... + G_n)_+]
-  (docs/accounting.md), evaluated exactly by :mod:`gsum` at any n. For a = 0 both directions
+  (docs/accounting.md), bracketed by :mod:`gsum` at any n. For a = 0 both directions
   are equal: G = E0 - Ee (pb), 1 - Ee E0 (pb), (1 - Ee)/E0 (pt), 1 - Ee ((k - 3) pb). For
   a = n - 1: H(P||Q) has G = 1 - Ee/E0 (pt), 1 - Ee E0 (pb), 1 - Ee ((k - 2) pb), and H(Q||P)
-  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb). In practice a = n - 1 is computed by
-  :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n)) work; the G-form is kept as
-  its independent check), and a = 0 with k = 3 by the wang-krr pair (the same law).
+  G = 1/E0 - Ee (pt), E0 - Ee (pb), 1 - Ee ((k - 2) pb). Up to n = :data:`G_FORM_FROM_N`,
+  a = n - 1 is computed by :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n))
+  work; the G-form is kept as its independent check), and a = 0 with k = 3 by the wang-krr pair
+  (the same law); above it both by their G-forms (gsum's Fourier bracket, faster there).
 * 0 < a < n - 1, k >= 3: the law of the counts (N_x0, N_x1, N_x2) by dynamic programming over
   users in log space, for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
 """
@@ -42,6 +43,10 @@ from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, r
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
 
+#: Above this n, F(n - 1) (k >= 3) is computed by its G-forms (all_x0_g_form) rather than by
+#: the two-count pair of AllOthersX0, and F(0) for k = 3 by its G-form rather than the wang-krr
+#: pair: the same exact values, by the faster route there (gsum's Fourier bracket).
+G_FORM_FROM_N = 100_000
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
 DP_MAX_N = 200
 #: Up to this n, ``tight`` maximises over every a; above it over :func:`candidates`.
@@ -66,10 +71,18 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
         return SingleBin(a).bracket(mech, eps)
     require_eps0_in_range(mech)
     if a == mech.n - 1:
+        if mech.n > G_FORM_FROM_N:
+            # The G-forms by gsum's Fourier bracket (work independent of n): about 20 ms where
+            # the two-count pair takes 0.04-1.2 s at n = 1e6 and 2.8 s at 1e8.
+            try:
+                return all_x0_g_form(mech, eps)
+            except TooLargeError:
+                pass
         # The same value as all_x0_g_form, by the two counts (N_x0, N_x1), O(sqrt(n)).
         return AllOthersX0().bracket(mech, eps)
-    if a == 0 and mech.k == 3:
-        # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0).
+    if a == 0 and mech.k == 3 and mech.n <= G_FORM_FROM_N:
+        # For k = 3 the counts (N_x0, N_x1) determine the histogram: the wang-krr pair is F(0)
+        # (above G_FORM_FROM_N its G-form below, by the Fourier bracket, is faster).
         return WangKRR().bracket(mech, eps)
     if a == 0:
         try:

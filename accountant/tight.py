@@ -2,8 +2,9 @@
 
 * delta_upper: the minimum of the valid numerical upper bounds (optimal-blanket, the optimal
   decomposition bound of Su, Cheng and Wang, evaluated exactly; strong-adversary, clones,
-  krr-clones), each at the top of its numerical bracket. This is the reported guarantee. A member
-  that cannot be evaluated here (optimal-blanket beyond its work limit, see gsum.MAX_CELLS) is
+  krr-clones), each at the top of its numerical bracket. This is the reported guarantee (above
+  n = 1e5, once it is below 1e-300 the remaining members are not evaluated: :func:`negligible`).
+  A member that cannot be evaluated here (optimal-blanket where neither gsum engine applies) is
   skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
   its numerical bracket: the family F(a) (a other users hold x0, the rest one third value;
@@ -34,12 +35,21 @@ from shuffledp.accountant.pairs import Bracket
 ALL_NX0_UP_TO = 64
 #: Above it, this many nx0 values spread over [0, n-1] (both ends included).
 NX0_SAMPLES = 5
+#: Above this n only the two ends nx0 = 0 and n - 1: the interior samples cost seconds at
+#: n = 1e8 (0.07 s at 1e6) and there are far below F(0) (1e-22 against 1e-110 at n = 1e8, k = 15,
+#: eps0 = 4, eps = 0.02; their lower ends underflow to 0 already at n = 1e6). A subset of nx0
+#: values still gives a valid lower bound.
+ENDS_ONLY_FROM = 100_000
+#: See :func:`negligible`.
+NEGLIGIBLE_DELTA = 1e-300
 
 
 def single_bin_candidates(n: int) -> list[int]:
     """The nx0 values tried for the single-bin lower bound."""
     if n <= ALL_NX0_UP_TO:
         return list(range(n))
+    if n > ENDS_ONLY_FROM:
+        return [0, n - 1]
     step = (n - 1) / (NX0_SAMPLES - 1)
     return sorted({round(i * step) for i in range(NX0_SAMPLES)})
 
@@ -108,6 +118,8 @@ class Tight(Bound):
     def _upper(self, mech: ShuffledKRR, eps: float) -> tuple[float, str, list[str]]:
         best, name, skipped = math.inf, "", []
         for bound in self.upper_bounds(mech):
+            if negligible(mech, best):
+                break  # the minimum could only move below the normal range
             try:
                 value = bound.bracket(mech, eps).upper
             except OutsideConditionsError as exc:
@@ -120,7 +132,8 @@ class Tight(Bound):
     def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str, list[str]]:
         best_upper, upper_name, skipped = self._upper(mech, eps)
         best_lower, lower_name = 0.0, "none"
-        for member in self.lower_bounds(mech):
+        members = [] if negligible(mech, best_upper) else self.lower_bounds(mech)
+        for member in members:
             try:
                 value = member.bracket(mech, eps).lower
             except OutsideConditionsError:
@@ -149,6 +162,14 @@ class Tight(Bound):
             delta_upper=bracket.upper,
             extra=extra,
         )
+
+
+def negligible(mech: ShuffledKRR, upper: float) -> bool:
+    """Above n = ENDS_ONLY_FROM, an upper end below NEGLIGIBLE_DELTA ends the evaluation: the
+    remaining upper members could only lower it within the subnormal range, and the lower end
+    is then 0 (always valid). Those members (clone-form pairs, wang-krr) take 6-10 s each at
+    n = 1e8 where delta underflows (eps = 0.05, k = 15, eps0 = 4)."""
+    return mech.n > ENDS_ONLY_FROM and upper < NEGLIGIBLE_DELTA
 
 
 def bracket_ratio(lower: float, upper: float) -> float:

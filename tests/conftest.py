@@ -7,6 +7,9 @@
   (env CI set), where it fails: CI must never skip the broker tests silently.
 - tests marked `shared_data` read the real Gowalla slices in ../shared/data: skipped where the
   folder is absent, a failure in CI.
+- the tiers: every test under tests/reference/ is marked `slow` and every test under
+  tests/integration/ `integration`, so the fast loop
+  `python -m pytest -m "not slow and not integration"` runs tests/unit/ less its `slow` tests.
 """
 
 from __future__ import annotations
@@ -21,7 +24,20 @@ import pytest_asyncio
 from shuffledp.brokers.embedded import EmbeddedBroker
 from shuffledp.brokers.mosquitto import MosquittoBroker, find_mosquitto
 from shuffledp.protocol.mqtt import parse_broker_url
-from tests.paths import SHARED_DATA
+from tests.paths import INTEGRATION_TESTS, REFERENCE_TESTS, SHARED_DATA
+
+#: The mark every test of a tier folder carries (tests/paths.py).
+TIER_MARKS = {REFERENCE_TESTS: "slow", INTEGRATION_TESTS: "integration"}
+
+
+@pytest.hookimpl(tryfirst=True)  # before `-m` deselects by marks
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark each test with its tier folder's mark (TIER_MARKS)."""
+    for item in items:
+        path = item.path.resolve()  # REPO_ROOT is resolved too (a checkout behind a symlink)
+        for folder, mark in TIER_MARKS.items():
+            if path.is_relative_to(folder):
+                item.add_marker(mark)
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:

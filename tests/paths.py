@@ -11,3 +11,9 @@ TESTS_DATA = REPO_ROOT / "tests" / "data"
 #: The real check-in slices shared next to the repository (never committed; tests that need them
 #: are marked shared_data and skip when absent, except in CI).
 SHARED_DATA = REPO_ROOT.parent / "shared" / "data"
+#: The tiers (pyproject.toml's markers say how to run each): fast unit tests mirroring the
+#: packages, slow numerical references (all marked ``slow``), and tests that start processes or
+#: brokers (all marked ``integration``).
+UNIT_TESTS = REPO_ROOT / "tests" / "unit"
+REFERENCE_TESTS = REPO_ROOT / "tests" / "reference"
+INTEGRATION_TESTS = REPO_ROOT / "tests" / "integration"

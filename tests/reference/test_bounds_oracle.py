@@ -21,6 +21,7 @@ from shuffledp.accountant import (
     Bound,
     Clones,
     KRRClones,
+    RenyiGirgis,
     ShuffledKRR,
     SingleBin,
     StrongAdversary,
@@ -105,6 +106,14 @@ class TestKRRClones(UpperBoundContract):
 class TestTightUpper(UpperBoundContract):
     def make(self) -> Bound:
         return Tight()
+
+
+class TestRenyiGirgis(UpperBoundContract):
+    """delta_upper >= the exact worst-case delta at every case (from
+    tests/unit/accountant/test_renyi_girgis.py, whose other tests check the RDP curve itself)."""
+
+    def make(self) -> Bound:
+        return RenyiGirgis()
 
 
 class TestWangKRRAsLowerBound(LowerBoundContract):

@@ -275,6 +275,7 @@ async def clean_round(
     return await start_in_order(stages, order, gap=0.05), broker, watch
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_clean_round_counts_every_report_once_in_any_start_order() -> None:
     downstream_first = ["analyzer", "hop-2", "hop-1", "hop-0", "clients"]
@@ -382,6 +383,7 @@ async def test_junk_at_hop_0_is_counted_by_reason_exactly() -> None:
 # --- crashed clients --------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_crashed_clients_hop_0_closes_at_deadline_and_privacy_is_for_n_received() -> None:
     expected_size, sent, round_id, seed = 600, 500, 9, 31
@@ -419,6 +421,7 @@ async def test_crashed_clients_hop_0_closes_at_deadline_and_privacy_is_for_n_rec
     assert outcome.finished["analyzer"] < 1.5 + 5.0
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_crashed_clients_with_one_deadline_for_every_stage() -> None:
     expected_size, sent, round_id, deadline = 600, 500, 10, 1.5
@@ -521,6 +524,7 @@ async def test_message_of_another_round_is_counted_wrong_round_by_the_analyzer()
     assert report["privacy"]["n"] == n
 
 
+@pytest.mark.slow
 @pytest.mark.asyncio
 async def test_a_nested_json_end_frame_at_hop_1_is_one_malformed_frame() -> None:
     round_id, n = 3, 50

@@ -102,6 +102,7 @@ def _check_eps(name: str, mech: ShuffledKRR, delta: float) -> None:
         assert bound.delta(mech, EPS_CAP).delta_upper > delta, (what, values)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [*BOUND_NAMES])
 @pytest.mark.parametrize("eps0", EPS0S)
 def test_small_n_every_eps(name: str, eps0: float) -> None:
@@ -118,6 +119,7 @@ def test_small_n_every_eps(name: str, eps0: float) -> None:
                 _check_delta(name, mech, eps)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", [*BOUND_NAMES])
 @pytest.mark.parametrize("eps0", EPS0S)
 def test_small_n_eps_for_delta(name: str, eps0: float) -> None:

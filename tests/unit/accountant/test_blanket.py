@@ -77,6 +77,7 @@ def _blanket_brute(n: int, k: int, eps0: str, eps: str) -> Any:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n", "k", "eps0", "eps"),
     [
@@ -160,6 +161,7 @@ def test_one_round_composition_is_the_bound_on_the_grid() -> None:
     assert result.delta <= OptimalBlanket().bracket(mech, 0.5 - 1e-4).upper * (1 + 1e-9)
 
 
+@pytest.mark.slow
 def test_composition_uses_the_blanket_pair_and_beats_krr_clones() -> None:
     """By default the composed guarantee comes from the blanket pair (smallest at every eps)."""
     mech = ShuffledKRR(n=300, k=10, eps0=2.0)
@@ -170,6 +172,7 @@ def test_composition_uses_the_blanket_pair_and_beats_krr_clones() -> None:
     assert result.delta < compose(mech, 5, eps=1.0, bounds=[KRRClones()]).delta
 
 
+@pytest.mark.slow
 def test_rounds_too_large_to_list_fall_back_and_say_so() -> None:
     """A round whose blanket pair is too large to list uses the krr-clones pair, and the name of
     the composed result says so."""

@@ -171,6 +171,7 @@ def composed(pld: pld_lib.PrivacyLossDistribution, rounds: int) -> pld_lib.Priva
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", PAIR_NAMES)
 def test_pld_matches_dp_accounting(name: str) -> None:
     outcomes, lp, lq = pair_log_pmfs(name)
@@ -266,6 +267,7 @@ def _min_exact_pair_delta(n: int, k: int, eps0: float, eps: float) -> Mpf:
         )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps", [0.3, 1.5])
 def test_compose_delta_monotone_and_above_one_round_truth(eps: float) -> None:
     """Invariants that hold exactly:
@@ -290,6 +292,7 @@ def test_compose_delta_monotone_and_above_one_round_truth(eps: float) -> None:
     assert deltas[0] >= Tight().delta(mech, eps).delta_lower
 
 
+@pytest.mark.slow
 def test_compose_eps_monotone_in_rounds() -> None:
     n, k, eps0 = COMPOSE_MECH
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)

@@ -96,6 +96,7 @@ def _tolerance(bound: PairSource) -> float:
     return 1e-11 if isinstance(bound, BlanketFamily) else 1e-12
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bound", FAMILIES, ids=lambda b: b.name)
 @pytest.mark.parametrize("grid", [DISCRETIZATION, 1e-3])
 def test_compose_rounds_equals_dp_accounting_direct(bound: CloneFormBound, grid: float) -> None:
@@ -114,6 +115,7 @@ def test_compose_rounds_equals_dp_accounting_direct(bound: CloneFormBound, grid:
         assert ours.eps == pytest.approx(expected_eps, rel=rel, abs=1e-12), delta
 
 
+@pytest.mark.slow
 def test_compose_rounds_is_the_minimum_over_families() -> None:
     mechs = _mechs()
     for eps in (0.3, 1.0):
@@ -123,6 +125,7 @@ def test_compose_rounds_is_the_minimum_over_families() -> None:
         assert per_family[best.pair] == best.delta
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("rounds", [1, 2, 5])
 def test_identical_rounds_equal_compose(rounds: int) -> None:
     mech = ShuffledKRR(n=50, k=K, eps0=EPS0)
@@ -136,6 +139,7 @@ def test_identical_rounds_equal_compose(rounds: int) -> None:
     assert got_eps == pytest.approx(want_eps, rel=1e-9)
 
 
+@pytest.mark.slow
 def test_adding_a_round_never_decreases_delta() -> None:
     sizes = (40, 25, 60, 33, 80, 12)
     for eps in (0.1, 0.5, 1.5, 3.0):
@@ -155,6 +159,7 @@ def test_adding_a_round_never_decreases_delta() -> None:
         assert smaller >= larger
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n", "k", "eps0"), [(40, 4, 2.0), (200, 10, 1.0), (60, 192, 4.0), (1000, 15, 3.0)]
 )

@@ -60,6 +60,7 @@ UPPER_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", list(UPPER_FACTORIES))
 @pytest.mark.parametrize(("n", "k", "eps0", "delta"), UPPER_CASES)
 def test_upper_bound_eps_is_safe_and_tight(
@@ -223,6 +224,7 @@ def _true_eps(worst: Callable[[Mpf], Mpf], eps0: float, delta: float) -> Mpf:
         return hi
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n", "k", "eps0", "delta"),
     [
@@ -252,6 +254,7 @@ def test_tight_eps_brackets_oracle(n: int, k: int, eps0: float, delta: float) ->
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("n", "k", "eps", "delta", "name"),
     [

@@ -57,6 +57,7 @@ GRID = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("eps", "delta"), GRID)
 def test_sigma_matches_independent_bisection(eps: float, delta: float) -> None:
     """analytic_gaussian_sigma equals a 50-digit mpmath bisection to 1e-10 relative, and the
@@ -108,6 +109,7 @@ def test_delta_function() -> None:
 # --- the noise ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("eps", "delta"), [(1.0, 1e-6), (0.3, 1e-3), (20.0, 1e-9)])
 def test_noise_scale_chi_square(eps: float, delta: float) -> None:
     """The per-bin noise is N(0, sigma^2) with the independent calibration's sigma.

@@ -83,6 +83,7 @@ def test_matrix_inversion_known_value() -> None:
     )
 
 
+@pytest.mark.slow
 def test_matrix_inversion_unbiased() -> None:
     """Mean of pi_hat over R seeded simulated histograms is within a tolerance of pi.
 
@@ -227,6 +228,7 @@ def _scipy_mle(counts: npt.NDArray[np.int64], eps0: float) -> FloatArray:
     return np.asarray(result.x, dtype=np.float64)
 
 
+@pytest.mark.slow
 def test_ibu_converges_to_numerical_mle() -> None:
     """IBU (tol 1e-14) equals a direct SLSQP maximisation of the likelihood to 1e-6, and the
     closed form krr_mle to 1e-9; cases include MLEs on the simplex boundary."""
@@ -244,6 +246,7 @@ def test_ibu_converges_to_numerical_mle() -> None:
     assert boundary_cases >= 10
 
 
+@pytest.mark.slow
 def test_mle_equals_inversion_inside_simplex() -> None:
     """When the unbiased inversion is a distribution it is the MLE: IBU and krr_mle match it."""
     rng = np.random.default_rng(22)
@@ -262,6 +265,7 @@ def test_mle_equals_inversion_inside_simplex() -> None:
     assert checked >= 50
 
 
+@pytest.mark.slow
 def test_mle_likelihood_dominates() -> None:
     """Per-report log-likelihood of IBU is within tol of the best, so at least that of
     shuffle+INV and of random simplex points minus tol."""

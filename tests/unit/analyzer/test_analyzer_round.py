@@ -233,6 +233,7 @@ def report(**changes: object) -> dict[str, Any]:
     return out
 
 
+@pytest.mark.slow
 def test_report_contract_and_privacy_for_the_received_n() -> None:
     out = report(true_histogram=TRUE, baseline_rng=1)
     assert json.loads(json.dumps(out, allow_nan=False)) == out  # plain JSON, no NaN or inf
@@ -265,6 +266,7 @@ def test_report_contract_and_privacy_for_the_received_n() -> None:
     )
 
 
+@pytest.mark.slow
 def test_report_utility_section() -> None:
     out = report(true_histogram=TRUE, baseline_rng=7)
     truth = TRUE / TRUE.sum()

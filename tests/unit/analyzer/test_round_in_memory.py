@@ -129,6 +129,7 @@ def clean_round() -> RoundResult:
     )
 
 
+@pytest.mark.slow
 def test_every_report_arrives_exactly_once(clean_round: RoundResult) -> None:
     for index, output in enumerate(clean_round.hops):
         assert output.accepted == N == output.forwarded
@@ -143,6 +144,7 @@ def test_every_report_arrives_exactly_once(clean_round: RoundResult) -> None:
     assert histogram.tolist() == expected_report_histogram().tolist()
 
 
+@pytest.mark.slow
 def test_report_of_the_round(clean_round: RoundResult) -> None:
     analyzer = clean_round.analyzer
     report = build_report(
@@ -187,6 +189,7 @@ def permutation_table_p_value(table: npt.NDArray[np.int64]) -> float:
     return float(chi2.sf(statistic, (n - 1) ** 2))
 
 
+@pytest.mark.slow
 def test_arrival_order_is_independent_of_sending_order() -> None:
     """n = 20 tagged clients (client i's record carries value i, k = 20, no k-RR) are run through
     the H hops with their default OS CSPRNG for R = 1,000 rounds; clients always send in the
@@ -268,6 +271,7 @@ def test_arrival_order_is_independent_of_sending_order() -> None:
         assert chisquare(gap_per_hop[index, 1:]).pvalue > alpha, f"hop {index}"
 
 
+@pytest.mark.slow
 def test_injected_junk_at_hop_0_is_rejected_by_reason() -> None:
     """10% extra messages at hop 0: 50 truncated or extended, 50 bit-flipped and 50 random
     messages of the right length (decryption-failed), 50 exact copies of client messages

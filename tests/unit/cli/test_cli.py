@@ -1,7 +1,7 @@
 """The `shuffledp account` command: JSON and table output, refusals, and one-line usage errors.
 
-Most tests drive :func:`shuffledp.cli.main` in-process (capsys); two run the installed command in a
-subprocess to check the real exit code and streams. Numbers printed by the CLI are compared with
+The tests drive :func:`shuffledp.cli.main` in-process (capsys); the installed command in a real
+process is checked in tests/integration/test_cli_processes.py. Numbers printed by the CLI are compared with
 the library (same process, so exactly equal), with the published / docs/accounting.md values, and with
 the independent mpmath references in tests/reference/mpmath_pairs.py.
 """
@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import subprocess
 import sys
 from typing import Any
 
@@ -90,6 +89,7 @@ EPS_CASES = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("n", "k", "eps0", "eps"), EPS_CASES)
 def test_tight_delta_json_matches_library_and_mpmath(
     capsys: pytest.CaptureFixture[str], n: int, k: int, eps0: str, eps: str
@@ -283,6 +283,7 @@ def test_bound_all_table(capsys: pytest.CaptureFixture[str], target: list[str]) 
 # ----------------------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps", ["0.5", "1"])
 def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], eps: str) -> None:
     one = run_one(capsys, account(100, 10, "2", "--eps", eps, "--json"))
@@ -295,6 +296,7 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
     assert three["pair"] in {"optimal-blanket", "strong-adversary", "clones", "krr-clones"}
 
 
+@pytest.mark.slow
 def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:
     one = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--json"))
     three = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--rounds", "3", "--json"))
@@ -348,58 +350,6 @@ def test_bad_input_one_line_exit_2(
     assert "Traceback" not in err
     assert err.startswith("shuffledp account: error: ")
     assert message in err
-
-
-# ----------------------------------------------------------------------------------------------
-# The installed entry point, in a real process
-# ----------------------------------------------------------------------------------------------
-
-
-def _subprocess(argv: list[str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "shuffledp", *argv],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-
-
-def test_subprocess_json_equals_in_process(capsys: pytest.CaptureFixture[str]) -> None:
-    argv = account(100, 10, "2", "--eps", "0.1", "--json")
-    proc = _subprocess(argv)
-    assert proc.returncode == 0, proc.stderr
-    assert proc.stderr == ""
-    assert proc.stdout.count("\n") == 1
-    assert json.loads(proc.stdout) == run_json(capsys, argv)
-
-
-def test_subprocess_bad_input_exit_2() -> None:
-    proc = _subprocess(account(10, 3, "1", "--delta", "1.5"))
-    assert proc.returncode == 2
-    assert proc.stdout == ""
-    assert proc.stderr == "shuffledp account: error: --delta must be in (0, 1), got 1.5\n"
-
-
-def test_the_command_does_not_load_what_only_some_subcommands_need() -> None:
-    """Every process of the pipeline (hops, clients, analyzer) starts through this command, which
-    builds the parser of every subcommand; heavy modules must load only where they are used (the
-    audit's import cost every hop and client 50 MiB and 1 s at start-up once)."""
-    heavy = (
-        "scipy.stats",
-        "matplotlib",
-        "dp_accounting",
-        "diffprivlib",
-        "sklearn",
-        "shuffledp.simulations.audit.empirical",
-        "shuffledp.simulations.pipeline.stream",
-        "shuffledp.simulations.experiments.fastpath",
-    )
-    probe = f"import sys, shuffledp.cli; print(','.join(m for m in {heavy!r} if m in sys.modules))"
-    done = subprocess.run(
-        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
-    )
-    assert done.stdout.strip() == ""
 
 
 def test_audit_cli_default_trials_is_the_audit_default() -> None:

@@ -8,13 +8,9 @@ checked against RFC 4231 test case 2), not with the ``hmac`` module the code use
 from __future__ import annotations
 
 import hashlib
-import json
 import os
-import secrets
 import stat
 import struct
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
-from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.errors import InvalidParameterError
@@ -54,7 +49,6 @@ from shuffledp.security.access import (
 )
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.service import HopSettings, run_hop
-from tests.conftest import require_mosquitto
 from tests.unit.test_services_memory import (
     ANALYZER,
     EPS0,
@@ -431,67 +425,3 @@ async def test_a_client_sending_twice_is_counted_once_and_forgeries_by_reason() 
     assert report["stages"]["hop-0"]["accepted"] == n
     assert report["n_received"] == n
     assert report["histogram"] == expected_histogram(values, seed)
-
-
-# --- a whole authenticated round on Mosquitto, from an existing key directory ------------------
-
-
-def _shuffledp(*args: str) -> list[str]:
-    return [sys.executable, "-m", "shuffledp", *args]
-
-
-@pytest.mark.integration
-def test_simulate_with_an_existing_key_directory_on_mosquitto_with_accounts(
-    tmp_path: Path,
-) -> None:
-    """`keys init` + Mosquitto enforcing that directory's accounts and ACL + `simulate --keys`:
-    every component logs in with its own account, every report is authenticated, none lost."""
-    require_mosquitto()
-    keys = tmp_path / "keys"
-    prefix = f"test/auth-{secrets.token_hex(4)}"
-    init = subprocess.run(
-        _shuffledp(
-            "keys",
-            "init",
-            str(keys),
-            "--hops",
-            "2",
-            "--clients",
-            "2",
-            "--clients-per-process",
-            "150",
-            "--prefix",
-            prefix,
-        ),
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    assert init.returncode == 0, init.stderr
-    with MosquittoBroker(access_dir=keys / "access") as broker:
-
-        def simulate(n: int, *extra: str) -> subprocess.CompletedProcess[str]:
-            return subprocess.run(
-                _shuffledp(
-                    "simulate", "--keys", str(keys), "--broker", broker.url, "--n", str(n),
-                    "--k", "4", "--json", "--quiet", *extra,
-                ),
-                capture_output=True, text=True, timeout=180, check=False,
-            )  # fmt: skip
-
-        done = simulate(300, "--seed", "3")
-        assert done.returncode == 0, done.stderr
-        report = json.loads(done.stdout)
-        assert report["n_received"] == 300
-        assert nonzero(report["rejected"]) == {}
-        assert report["stages"]["hop-0"]["clients_authenticated"] is True
-        assert report["simulation"]["keys"] == str(keys)
-        assert report["simulation"]["topic_prefix"] == prefix
-        assert report["simulation"]["n_hops"] == 2  # from the key directory
-        assert report["round"] != 1  # a fresh random round id under an existing directory
-
-        # More clients than the directory enrols: refused before anything is launched.
-        refused = simulate(302)
-        assert refused.returncode == 2
-        assert "needs 151 enrolled clients per process" in refused.stderr
-        assert "Traceback" not in refused.stderr

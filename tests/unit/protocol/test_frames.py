@@ -392,6 +392,7 @@ def frame_like(draw: st.DrawFn) -> bytes:
     return frame
 
 
+@pytest.mark.slow
 @settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(frame_like(), max_size=12))
 def test_add_never_raises_and_yields_exactly_well_formed_items(payloads: list[bytes]) -> None:

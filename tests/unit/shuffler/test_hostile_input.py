@@ -129,6 +129,7 @@ def record_like(draw: st.DrawFn) -> tuple[bytes, int, int]:
     return data, expected_round, k
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(record_like())
 def test_decoder_outcome_is_the_oracle_s_for_any_bytes(case: tuple[bytes, int, int]) -> None:
@@ -408,6 +409,7 @@ def offer_all(
 # --- every stage's peel, one hostile message at a time ----------------------------------------
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     n_hops=st.integers(1, H_MAX),
@@ -486,6 +488,7 @@ class StageLog:
     rejected: dict[str, int]
 
 
+@pytest.mark.slow
 @settings(max_examples=400, deadline=None)
 @given(
     n_hops=st.integers(1, H_MAX),

@@ -90,6 +90,7 @@ def test_krr_validation(values: list[float], k: int, eps0: float, message: str) 
         krr_randomize(values, k, eps0, SeededRandom(1))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", sources(), ids=lambda s: s.name)
 def test_permutation_is_uniform_over_all_orders(source: RandomSource) -> None:
     """n = 4: all 24 orders equally likely (48,000 draws, 2,000 expected per order)."""
@@ -100,6 +101,7 @@ def test_permutation_is_uniform_over_all_orders(source: RandomSource) -> None:
     assert chisquare(counts).pvalue > ALPHA
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("source", sources(), ids=lambda s: s.name)
 def test_permutation_positions_are_uniform(source: RandomSource) -> None:
     """n = 200: where item 0 and item 199 land is uniform over the 200 positions."""

@@ -188,6 +188,7 @@ def test_clopper_pearson_known_answers() -> None:
 # The audit against the bounds
 
 
+@pytest.mark.slow
 def test_reference_point_refutes_the_published_value_and_respects_the_guarantee() -> None:
     """n=100, k=10, eps0=2, nx0=80, eps=0.1: the printed Theorem IV.1 gives 2.4837e-15 (Table IV
     prints 2.49E-15). 200,000
@@ -231,6 +232,7 @@ def allowed_exceedances(runs: int, alpha: float, false_alarm: float) -> int:
     return m
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("case", AUDIT_CASES, ids=lambda c: "-".join(map(str, c.values())))
 def test_audit_lower_bound_holds_against_the_exact_delta_of_its_region(
     case: dict[str, Any],
@@ -256,6 +258,7 @@ def test_audit_lower_bound_holds_against_the_exact_delta_of_its_region(
     assert positive >= len(SEEDS) // 2
 
 
+@pytest.mark.slow
 def test_audit_without_exact_law_uses_the_count_difference() -> None:
     """Above the exact-law limit the score is h_x0 - h_x1; the bound still sits below the
     guarantee (n = 3000, all-others-x0 is (3001)^2 > 4e6 cells)."""

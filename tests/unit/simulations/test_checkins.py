@@ -91,6 +91,7 @@ def test_paris_snap_slice_known_answers() -> None:
     assert top_share_percent(arrays) == 4.8
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_sf_latlon_known_answers() -> None:
     reader = CheckInReader(SF_LATLON)
@@ -139,6 +140,7 @@ def test_most_recent_cells_of_the_paris_slice_match_an_independent_computation()
     assert by_name == {user: cell for user, (_, cell) in expected.items()}
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 def test_gzip_stdin_and_streams_give_identical_arrays(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -409,6 +411,7 @@ def _gzip_prefix(compressed: bytes) -> bytes:
     return zlib.decompressobj(wbits=31).decompress(compressed)
 
 
+@pytest.mark.slow
 @pytest.mark.shared_data
 @pytest.mark.parametrize("fraction", [0.1, 0.5, 0.93])
 def test_truncated_gzip_keeps_what_was_read_and_says_so(fraction: float, tmp_path: Path) -> None:

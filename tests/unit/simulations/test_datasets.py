@@ -161,6 +161,7 @@ def test_histogram_values_are_exactly_the_counts() -> None:
     assert np.bincount(values, minlength=5).tolist() == counts
 
 
+@pytest.mark.slow
 def test_histogram_values_come_in_a_uniformly_random_order() -> None:
     # One 0 among nine 1s: in a uniformly random order its position is uniform over 10 places.
     rng = SeededRandom(9)
@@ -343,6 +344,7 @@ def test_resolve_gowalla_subset_is_a_sub_multiset_and_seeded() -> None:
         resolve_dataset(spec, n=1_027, k=None, region=PARIS)
 
 
+@pytest.mark.slow
 def test_resolve_gowalla_subset_is_uniform_over_subsets(tmp_path: Path) -> None:
     # Four users, each alone in one cell of a 2 x 2 grid: the values name the chosen users.
     box = Region(name="box", lat_min=0.0, lat_max=2.0, lon_min=0.0, lon_max=2.0, columns=2, rows=2)

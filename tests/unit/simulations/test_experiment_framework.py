@@ -1,11 +1,9 @@
-"""The experiment framework: repeaters (local processes, Dask), seeds, the CLI, the plots."""
+"""The experiment framework: repeaters, seeds, the CLI, the plots (the repeaters' worker
+processes, a Dask cluster and Ctrl-C: tests/integration/test_experiment_processes.py)."""
 
 from __future__ import annotations
 
-import csv
-import signal
 import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -15,22 +13,18 @@ import numpy as np
 import pytest
 
 from shuffledp.cli import main
-from shuffledp.randomness import SeededRandom
-from shuffledp.simulations.data.datasets import synthetic_values
-from shuffledp.simulations.experiments import registry, synthetic_utility
+from shuffledp.simulations.experiments import registry
 from shuffledp.simulations.experiments.base import (
     ExperimentContext,
     ExperimentError,
     ExperimentOutput,
 )
-from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
 from shuffledp.simulations.experiments.plots import box_plot, heat_maps, line_plot
 from shuffledp.simulations.experiments.runner import (
     DaskRepeater,
     LocalRepeater,
     repetition_seed,
 )
-from tests.conftest import default_sigint
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -41,29 +35,11 @@ def _late_square(item: int) -> int:
     return item * item
 
 
-def _fail_on_three(item: int) -> int:
-    if item == 3:
-        raise ValueError("repetition 3 failed")
-    return item
-
-
 def _sequential(fn: Any, items: Any, *, label: str) -> list[Any]:
     return [fn(item) for item in items]
 
 
 # --- repeaters ------------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("workers", [1, 2])
-def test_local_repeater_returns_results_in_input_order(workers: int) -> None:
-    with LocalRepeater(workers, quiet=True) as repeat:
-        assert repeat(_late_square, list(range(8)), label="squares") == [i * i for i in range(8)]
-        assert repeat(_late_square, [], label="nothing") == []
-
-
-def test_local_repeater_raises_a_repetitions_exception() -> None:
-    with LocalRepeater(2, quiet=True) as repeat, pytest.raises(ValueError, match="repetition 3"):
-        repeat(_fail_on_three, list(range(6)), label="failing")
 
 
 def test_local_repeater_validates_workers() -> None:
@@ -80,31 +56,6 @@ def test_repetition_seeds_are_reproducible_and_distinct() -> None:
     assert repetition_seed(8, 1_000, 0) != repetition_seed(7, 1_000, 0)
     with pytest.raises(ValueError, match="seed must be >= 0"):
         repetition_seed(-1, 0)
-
-
-def _specs() -> list[RoundSpec]:
-    values = synthetic_values(500, 15, SeededRandom(1))
-    return [RoundSpec(values=values, k=15, eps0=4.0, eps=1.0, seed=seed) for seed in (1, 2, 3)]
-
-
-def test_dask_repeater_matches_the_local_one() -> None:
-    """On a LocalCluster (threads in this process): results in input order, and seeded rounds
-    identical to the same rounds run locally."""
-    import distributed
-
-    api: Any = distributed  # untyped library
-    specs = _specs()
-    local = LocalRepeater(1, quiet=True)(run_spec, specs, label="local")
-    with (
-        api.LocalCluster(processes=False, n_workers=1, threads_per_worker=2) as cluster,
-        DaskRepeater(cluster.scheduler_address, quiet=True) as repeat,
-    ):
-        assert repeat(_late_square, list(range(6)), label="squares") == [i * i for i in range(6)]
-        remote = repeat(run_spec, specs, label="rounds")
-        with pytest.raises(ValueError, match="repetition 3"):
-            repeat(_fail_on_three, list(range(5)), label="failing")
-    assert remote == local
-    assert [r["histogram"] for r in remote] != [local[0]["histogram"]] * 3
 
 
 def _free_port() -> int:
@@ -125,39 +76,6 @@ def test_dask_repeater_says_when_dask_is_missing(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setitem(sys.modules, "distributed", None)
     with pytest.raises(ExperimentError, match=r"pip install 'shuffledp\[dask\]'"):
         DaskRepeater("tcp://127.0.0.1:8786")
-
-
-# --- seeds through a whole experiment -------------------------------------------------------
-
-
-def _run_synthetic(tmp: Path, seed: int | None, repeat: Any) -> list[dict[str, str]]:
-    tmp.mkdir()
-    context = ExperimentContext(
-        out=tmp, quick=True, runs=2, seed=seed, pipeline=False, repeat=repeat, quiet=True
-    )
-    output = synthetic_utility.run(context)
-    assert output.files[0].name == "synthetic-utility.csv"
-    with open(output.files[0], encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
-
-
-def test_seeded_experiment_reproduces_exactly_whatever_the_repeater(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setattr(synthetic_utility, "QUICK_NS", (600,))
-    first = _run_synthetic(tmp_path / "a", 5, _sequential)
-    with LocalRepeater(2, quiet=True) as repeat:
-        again = _run_synthetic(tmp_path / "b", 5, repeat)
-    other = _run_synthetic(tmp_path / "c", 6, _sequential)
-    assert first == again
-    assert len(first) == 2 * 2  # 2 settings x 1 n x 2 runs
-    tv_columns = list(synthetic_utility.ESTIMATORS.values())
-    for row_a, row_c in zip(first, other, strict=True):
-        # Independent draws: equal TV distances for all four estimators have negligible
-        # probability.
-        assert [row_a[c] for c in tv_columns] != [row_c[c] for c in tv_columns]
-    # Runs 0 and 1 of one seed are different draws too.
-    assert first[0]["tv_shuffle"] != first[2]["tv_shuffle"]
 
 
 # --- the command line -----------------------------------------------------------------------
@@ -260,55 +178,10 @@ def test_cli_all_runs_every_experiment_into_its_folder_and_reports_missing_ones(
         assert f"  {folder / 'fake.csv'}" in out
 
 
-def test_ctrl_c_stops_the_experiment_and_its_worker_processes(tmp_path: Path) -> None:
-    """Ctrl-C while the worker processes compute: exit 130 with one line, no traceback, and
-    every process the command started is gone."""
-    import psutil
-
-    process = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "shuffledp",
-            "experiment",
-            "synthetic-utility",
-            "--out",
-            str(tmp_path),
-            "--runs",
-            "20",
-            "--workers",
-            "2",
-            "--quiet",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=default_sigint,  # a backgrounded run inherits SIGINT ignored
-    )
-    try:
-        main_process = psutil.Process(process.pid)
-        descendants: list[psutil.Process] = []
-        deadline = time.monotonic() + 60
-        # Wait for the fork server, the resource tracker and the 2 workers.
-        while len(descendants) < 4 and time.monotonic() < deadline:
-            time.sleep(0.2)
-            descendants = main_process.children(recursive=True)
-        assert len(descendants) >= 4, descendants
-        process.send_signal(signal.SIGINT)
-        _, stderr = process.communicate(timeout=30)
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 130, stderr
-    assert "Traceback" not in stderr
-    assert stderr.count("\n") == 1 and "interrupted" in stderr
-    _, alive = psutil.wait_procs(descendants, timeout=10)
-    assert alive == [], [p.cmdline() for p in alive]
-
-
 # --- plots ----------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 def test_plots_write_png_files_and_validate_shapes(tmp_path: Path) -> None:
     line = line_plot(
         tmp_path / "line.png",
@@ -346,6 +219,7 @@ def test_plots_write_png_files_and_validate_shapes(tmp_path: Path) -> None:
         heat_maps(tmp_path / "bad.png", [("p", np.ones(5))], rows=2, columns=3, title="t")
 
 
+@pytest.mark.slow
 def test_heat_map_puts_row_0_south_and_column_0_west(tmp_path: Path) -> None:
     """One hot cell, cell 0 = row 0 (south), column 0 (west): its bright pixels must sit in
     the lower-left quarter of the panel (origin="lower"), never the upper half."""

@@ -37,6 +37,7 @@ def _listed_files(out: str) -> list[Path]:
     ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [
@@ -111,6 +112,7 @@ def _check_synthetic_utility(out: Path, summary: str) -> None:
     assert (out / "synthetic-utility-calibrated.png").is_file()
 
 
+@pytest.mark.slow
 def test_synthetic_utility_pipeline_mode_sends_every_round_to_the_pipeline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -177,6 +177,7 @@ def _close(value: float, reference: Any, rel: float) -> bool:
 # Files
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("which", ["bounds", "delta"])
 def test_files_written_and_listed(which: str, bounds_run: Ran, delta_run: Ran) -> None:
     ran = bounds_run if which == "bounds" else delta_run
@@ -194,11 +195,13 @@ def test_files_written_and_listed(which: str, bounds_run: Ran, delta_run: Ran) -
     assert summary.read_text(encoding="utf-8") == ran.output.summary
 
 
+@pytest.mark.slow
 def test_grid_points_go_through_repeat(bounds_run: Ran, delta_run: Ran) -> None:
     assert bounds_run.labels == ["bounds-table"]
     assert delta_run.labels == ["delta-table", "delta-surface"]
 
 
+@pytest.mark.slow
 def test_csv_columns_as_documented(bounds_run: Ran, delta_run: Ran) -> None:
     header, rows = _read_csv(bounds_run.out / "bounds-table.csv")
     assert header == BOUNDS_HEADER
@@ -228,6 +231,7 @@ def _reference_rows(delta_run: Ran) -> dict[float, dict[str, str]]:
     return reference
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("eps", sorted(PUBLISHED))
 def test_delta_table_reproduces_table_iv_reference_row(delta_run: Ran, eps: float) -> None:
     row = _reference_rows(delta_run)[eps]
@@ -242,6 +246,7 @@ def test_delta_table_reproduces_table_iv_reference_row(delta_run: Ran, eps: floa
     assert exact > 1e11 * published and exact > 1e11 * evaluated
 
 
+@pytest.mark.slow
 def test_delta_table_reference_row_matches_mpmath(delta_run: Ran) -> None:
     """Independent check of the computed columns at eps = 0.5: 60-digit enumeration of the
     single-bin pair (both directions) and of the four valid upper bounds (tight's minimum; the
@@ -261,6 +266,7 @@ def test_delta_table_reference_row_matches_mpmath(delta_run: Ran) -> None:
     assert _close(_number(row, DELTA_HEADER[11]), upper, 1e-9)
 
 
+@pytest.mark.slow
 def test_delta_table_printed_formula_never_a_number_without_its_label(delta_run: Ran) -> None:
     _, rows = _read_csv(delta_run.out / "delta-table.csv")
     for row in rows:
@@ -279,6 +285,7 @@ def test_delta_table_printed_formula_never_a_number_without_its_label(delta_run:
             assert isinstance(published, str) and published.startswith("not published")
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("csv_name", ["delta-table.csv", "delta-surface.csv"])
 def test_delta_rows_invariants(delta_run: Ran, csv_name: str) -> None:
     """delta_lower <= delta_upper; the exact single-bin value (a post-processing of the histogram
@@ -298,6 +305,7 @@ def test_delta_rows_invariants(delta_run: Ran, csv_name: str) -> None:
             assert upper > 0.0, row
 
 
+@pytest.mark.slow
 def test_delta_summary_states_the_gap(delta_run: Ran) -> None:
     summary = delta_run.output.summary
     # log10(6.1467e-3 / 2.4837e-15) = 12.39...: the gap at eps = 0.1, from the reference values.
@@ -317,6 +325,7 @@ def _bounds_rows(bounds_run: Ran) -> list[dict[str, str]]:
     return _read_csv(bounds_run.out / "bounds-table.csv")[1]
 
 
+@pytest.mark.slow
 def test_bounds_rows_invariants(bounds_run: Ran) -> None:
     valid_upper = [h for h in BOUNDS_HEADER if h.endswith(f"[{VALID_UPPER}]")]
     analytic = [h for h in BOUNDS_HEADER if h.endswith(f"[{ANALYTIC}]")]
@@ -355,6 +364,7 @@ def test_bounds_rows_invariants(bounds_run: Ran) -> None:
             assert isinstance(published, str) and published.startswith("not "), published
 
 
+@pytest.mark.slow
 def test_bounds_analytic_known_answers_and_reasons(bounds_run: Ran) -> None:
     rows = {(int(r["n"]), int(r["k"]), float(r["eps"])): r for r in _bounds_rows(bounds_run)}
     eps0 = 0.49
@@ -377,6 +387,7 @@ def test_bounds_analytic_known_answers_and_reasons(bounds_run: Ran) -> None:
     assert "0.2874 <= eps <= 1" in rows[(1000, 10, 0.1)][blanket]
 
 
+@pytest.mark.slow
 def test_bounds_exact_columns_match_mpmath(bounds_run: Ran) -> None:
     """n = 100, k = 10, eps0 = 0.49, eps = 0.1 against 60-digit enumeration."""
     row = {(int(r["n"]), float(r["eps"])): r for r in _bounds_rows(bounds_run)}[(100, 0.1)]
@@ -394,6 +405,7 @@ def test_bounds_exact_columns_match_mpmath(bounds_run: Ran) -> None:
         assert _close(_number(row, column), _mp_max(pair), 1e-9), column
 
 
+@pytest.mark.slow
 def test_bounds_summary_names_every_bound_with_its_label(bounds_run: Ran) -> None:
     summary = bounds_run.output.summary
     for column in bounds_table.BOUNDS_COLUMNS:

@@ -1,5 +1,5 @@
-"""The fast in-process path (simulations/experiments/fastpath.py) against exact answers and the
-real pipeline.
+"""The fast in-process path (simulations/experiments/fastpath.py) against exact answers (against
+the real pipeline: tests/integration/test_fastpath_pipeline.py, with the two-sample check below).
 
 Statistical checks use Bernstein's inequality with exact variances, so their false-alarm rates
 are non-asymptotic. Setting: n users with fixed true values x_i; in every round each reports
@@ -39,7 +39,6 @@ from shuffledp.simulations.experiments.fastpath import (
     histogram_of_round,
     run_round,
     run_spec,
-    run_specs_through_pipeline,
 )
 
 ALPHA = 1e-6
@@ -169,6 +168,7 @@ def test_two_sample_check_detects_a_wrong_eps0() -> None:
     assert _two_sample_rejects(values, wrong, rp, right, rf)
 
 
+@pytest.mark.slow
 def test_report_equals_the_analyzers_report_for_the_same_counts() -> None:
     """The fast path's report is build_report's own (target-delta mode) for the same histogram
     and baseline noise: the cached eps and the patched privacy section change nothing."""
@@ -195,6 +195,7 @@ def test_report_equals_the_analyzers_report_for_the_same_counts() -> None:
     assert set(fast) >= REPORT_KEYS
 
 
+@pytest.mark.slow
 def test_report_at_a_given_eps_equals_the_analyzers() -> None:
     values = synthetic_values(5_000, K, SeededRandom(4))
     fast = run_round(values, k=K, eps0=EPS0, rng=SeededRandom(2), eps=1.0, baseline_rng=9)
@@ -215,6 +216,7 @@ def test_report_at_a_given_eps_equals_the_analyzers() -> None:
     assert fast == direct.to_json()
 
 
+@pytest.mark.slow
 def test_a_precomputed_inversion_must_match_the_round() -> None:
     values = synthetic_values(3_000, K, SeededRandom(1))
     inverted = eps_at_delta(3_000, K, EPS0, 1e-6)
@@ -224,6 +226,7 @@ def test_a_precomputed_inversion_must_match_the_round() -> None:
         run_round(values[:2_999], k=K, eps0=EPS0, inverted=inverted)
 
 
+@pytest.mark.slow
 def test_seeded_specs_reproduce_and_different_seeds_differ() -> None:
     values = synthetic_values(4_000, K, SeededRandom(8))
     first = run_spec(RoundSpec(values=values, k=K, eps0=EPS0, eps=1.0, seed=42))
@@ -256,35 +259,3 @@ def test_round_spec_validation(change: dict[str, Any], message: str) -> None:
     fields.update(change)
     with pytest.raises(ValueError, match=message):
         RoundSpec(**fields)
-
-
-@pytest.mark.integration
-def test_fast_path_and_pipeline_give_the_same_histogram_distribution() -> None:
-    """Two full pipeline rounds (``run_specs_through_pipeline``, what ``--pipeline`` uses: the
-    embedded broker, 3 hops, onion encryption, separate processes) and 200 fast-path rounds
-    over the same 2,000 fixed values: the pooled pipeline counts / 2 and the pooled fast counts
-    / 200 pass the two-sample check (every bin and the weighted statistic; false alarm <= 1e-6
-    if both follow the k-RR law, which the first test checks for the fast path). Every pipeline
-    report counts all 2,000 reports, rejects none and has the fast path's keys."""
-    values = _values()
-    spec = RoundSpec(values=values, k=K, eps0=EPS0, eps=1.0, label="fixed synthetic values")
-    pipeline_rounds = 2
-    reports = run_specs_through_pipeline([spec] * pipeline_rounds, quiet=True)
-    pooled = np.zeros(K, dtype=np.int64)
-    for report in reports:
-        assert report["path"] == "pipeline"
-        assert report["n_received"] == N
-        assert set(report["rejected"].values()) == {0}
-        assert report["true_histogram"] == np.bincount(values, minlength=K).tolist()
-        assert report["privacy"]["eps"] == 1.0
-        assert report["randomness"] == "os-csprng"
-        pooled += np.asarray(report["histogram"], dtype=np.int64)
-    fast_rounds = 200
-    fast = _pooled_fast(values, fast_rounds, EPS0)
-    assert not _two_sample_rejects(values, pooled, pipeline_rounds, fast, fast_rounds), (
-        pooled / pipeline_rounds,
-        fast / fast_rounds,
-    )
-    fast_report = run_spec(spec)
-    assert set(fast_report) >= REPORT_KEYS
-    assert set(reports[0]) >= set(fast_report)

@@ -109,6 +109,7 @@ def quick_run(
     return name, out, output, _recount(name)
 
 
+@pytest.mark.slow
 def test_quick_run_writes_its_csvs_pngs_and_summary(
     quick_run: tuple[str, Path, ExperimentOutput, np.ndarray],
 ) -> None:
@@ -140,6 +141,7 @@ def test_quick_run_writes_its_csvs_pngs_and_summary(
     assert "the fast in-process path" in summary
 
 
+@pytest.mark.slow
 def test_every_tv_distance_lies_in_0_1_and_every_point_has_its_runs(
     quick_run: tuple[str, Path, ExperimentOutput, np.ndarray],
 ) -> None:
@@ -164,6 +166,7 @@ def test_every_tv_distance_lies_in_0_1_and_every_point_has_its_runs(
     assert all(int(r["n"]) == total for r in by_eps)
 
 
+@pytest.mark.slow
 def test_privacy_columns_are_the_valid_guarantee_shared_by_both_mechanisms(
     quick_run: tuple[str, Path, ExperimentOutput, np.ndarray],
 ) -> None:
@@ -198,6 +201,7 @@ def test_privacy_columns_are_the_valid_guarantee_shared_by_both_mechanisms(
     assert per_eps[gu.TARGET_EPS] == calibrated[ns[-1]]
 
 
+@pytest.mark.slow
 def test_true_heat_map_equals_an_independent_recount_of_the_file(
     quick_run: tuple[str, Path, ExperimentOutput, np.ndarray],
 ) -> None:
@@ -217,6 +221,7 @@ def test_true_heat_map_equals_an_independent_recount_of_the_file(
         assert divmod(int(r["cell"]), columns) == (int(r["row"]), int(r["column"]))
 
 
+@pytest.mark.slow
 def test_individual_utility_uses_the_true_counts_of_the_selected_cells(
     quick_run: tuple[str, Path, ExperimentOutput, np.ndarray],
 ) -> None:
@@ -351,6 +356,7 @@ def test_individual_utility_by_hand() -> None:
     assert ibu[119]["label"] == "Louvre" and ibu[119]["true_share"] == 0.0
 
 
+@pytest.mark.slow
 def test_tiny_file_end_to_end_through_the_dataset_option(tmp_path: Path) -> None:
     """options["dataset"] replaces the default file; the tables carry the file's true counts."""
     out = tmp_path / "out"
@@ -464,6 +470,7 @@ def test_seeded_gaussian_numbers_are_the_reports_own_draw() -> None:
     assert outcome.cell_truth.tolist() == [40, 0]
 
 
+@pytest.mark.slow
 def test_pipeline_mode_sends_one_n_and_every_round_to_the_pipeline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
