@@ -100,7 +100,7 @@ def test_simulate_histogram_spec_is_exact() -> None:
         ),
         (
             ["--dataset=gowalla:/no/such/file.txt", "--region", "sf"],
-            "cannot read the check-in file",
+            "--dataset /no/such/file.txt: no such file",
         ),
         (["--dataset", "uniform", "--region", "sf"], "applies to gowalla:PATH only"),
         (["--dataset", "histogram:1,2", "--n", "4"], "n = 4 conflicts"),
