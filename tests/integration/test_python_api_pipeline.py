@@ -55,9 +55,15 @@ def test_simulate_async_cancelled_stops_what_it_started() -> None:
     before = {p.pid for p in psutil.Process().children(recursive=True)}
 
     async def interrupted() -> None:
-        task = asyncio.create_task(shuffledp.simulate_async(n=300, k=5, hops=2))
-        await asyncio.sleep(4.0)  # the broker and the components are starting or running
+        # Large enough that the round cannot finish before it is cancelled (n = 300 did, in
+        # under 4 s on an idle machine, and then there was nothing to cancel).
+        task = asyncio.create_task(shuffledp.simulate_async(n=50_000, k=5, hops=2))
+        for _ in range(300):  # cancel as soon as the components run (at most 30 s)
+            await asyncio.sleep(0.1)
+            if len(psutil.Process().children(recursive=True)) >= 3 or task.done():
+                break
         assert psutil.Process().children(recursive=True), "nothing was started"
+        assert not task.done(), "the round ended before it could be cancelled"
         task.cancel()
         with pytest.raises(asyncio.CancelledError):
             await task
