@@ -854,6 +854,11 @@ async def _start_embedded_broker(workdir: Path, keys: Path | None) -> tuple[_Chi
                 line = await process.stdout.readline()
         except TimeoutError:
             line = b""
+        except BaseException:
+            # Cancelled (or interrupted) while the broker starts: nobody else holds this child
+            # yet, so stop it here or it outlives the simulation.
+            await asyncio.shield(_wait_or_kill(child, 0.0))
+            raise
         if b"listening on" in line:
             return child, f"mqtt://127.0.0.1:{port}"
         await _wait_or_kill(child, 0.0)
