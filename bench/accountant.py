@@ -22,6 +22,7 @@ import statistics
 import time
 import tracemalloc
 from collections.abc import Callable
+from typing import TypeVar
 
 from shuffledp.accountant import (
     Bound,
@@ -36,19 +37,35 @@ from shuffledp.accountant import (
     eps_for_delta,
 )
 
+T = TypeVar("T")
 
-def timed(fn: Callable[[], object], repeat: int) -> tuple[float, float]:
-    """(median seconds, peak traced MiB of one call)."""
+
+def timed(fn: Callable[[], T], repeat: int) -> tuple[float, float, T]:
+    """(median seconds, peak traced MiB of one call, the result of the traced call)."""
     times = []
     for _ in range(repeat):
         start = time.process_time()
         fn()
         times.append(time.process_time() - start)
     tracemalloc.start()
-    fn()
+    result = fn()
     _, peak = tracemalloc.get_traced_memory()
     tracemalloc.stop()
-    return statistics.median(times), peak / 2**20
+    return statistics.median(times), peak / 2**20, result
+
+
+def print_tight(label: str, mech: ShuffledKRR, eps: float, repeat: int) -> None:
+    """tight's delta(eps) and eps(1e-6) at ``mech``, with their CPU time and traced peak."""
+    t_d, m_d, r = timed(lambda: Tight().delta(mech, eps), repeat)
+    print(
+        f"tight delta({eps:g}) at n = {label}: [{r.delta_lower:.4e}, {r.delta_upper:.4e}] "
+        f"in {t_d:.3f} s, peak {m_d:.1f} MiB traced"
+    )
+    t_e, m_e, e = timed(lambda: eps_for_delta(Tight(), mech, 1e-6), 1)
+    print(
+        f"tight eps(1e-6) at n = {label}: [{e.eps_lower:.6f}, {e.eps_upper:.6f}] in {t_e:.3f} s, "
+        f"peak {m_e:.1f} MiB traced"
+    )
 
 
 def main() -> None:
@@ -71,43 +88,19 @@ def main() -> None:
         f"{'bound':18} {'delta(0.05)':>12} {'ms':>9} {'MiB':>7}   {'eps(1e-6)':>10} {'s':>7} {'MiB':>7}"
     )
     for bound in bounds:
-        t_d, m_d = timed(functools.partial(bound.delta, mech, 0.05), repeat)
-        t_e, m_e = timed(functools.partial(eps_for_delta, bound, mech, 1e-6), repeat)
-        d = bound.delta(mech, 0.05).delta
-        e = eps_for_delta(bound, mech, 1e-6).eps
+        t_d, m_d, d = timed(functools.partial(bound.delta, mech, 0.05), repeat)
+        t_e, m_e, e = timed(functools.partial(eps_for_delta, bound, mech, 1e-6), repeat)
         print(
-            f"{bound.name:18} {d:12.4e} {t_d * 1e3:9.1f} {m_d:7.1f}   {e:10.6f} {t_e:7.3f} {m_e:7.1f}"
+            f"{bound.name:18} {d.delta:12.4e} {t_d * 1e3:9.1f} {m_d:7.1f}   "
+            f"{e.eps:10.6f} {t_e:7.3f} {m_e:7.1f}"
         )
-    big = ShuffledKRR(n=10**7, k=15, eps0=4.0)
-    t_t, m_t = timed(lambda: Tight().delta(big, 0.02), repeat)
-    r = Tight().delta(big, 0.02)
-    print(
-        f"\ntight delta(0.02) at n = 1e7: [{r.delta_lower:.4e}, {r.delta_upper:.4e}] "
-        f"in {t_t:.3f} s, peak {m_t:.1f} MiB traced"
-    )
-    t_te, m_te = timed(lambda: eps_for_delta(Tight(), big, 1e-6), 1)
-    er = eps_for_delta(Tight(), big, 1e-6)
-    print(
-        f"tight eps(1e-6) at n = 1e7: [{er.eps_lower:.6f}, {er.eps_upper:.6f}] in {t_te:.3f} s, "
-        f"peak {m_te:.1f} MiB traced"
-    )
-    huge = ShuffledKRR(n=10**8, k=15, eps0=4.0)
-    t_h, m_h = timed(lambda: Tight().delta(huge, 0.003), repeat)
-    rh = Tight().delta(huge, 0.003)
-    print(
-        f"tight delta(0.003) at n = 1e8: [{rh.delta_lower:.4e}, {rh.delta_upper:.4e}] "
-        f"in {t_h:.3f} s, peak {m_h:.1f} MiB traced"
-    )
-    t_he, m_he = timed(lambda: eps_for_delta(Tight(), huge, 1e-6), 1)
-    erh = eps_for_delta(Tight(), huge, 1e-6)
-    print(
-        f"tight eps(1e-6) at n = 1e8: [{erh.eps_lower:.6f}, {erh.eps_upper:.6f}] in {t_he:.3f} s, "
-        f"peak {m_he:.1f} MiB traced"
-    )
+    print()
+    print_tight("1e7", ShuffledKRR(n=10**7, k=15, eps0=4.0), 0.02, repeat)
+    print_tight("1e8", ShuffledKRR(n=10**8, k=15, eps0=4.0), 0.003, repeat)
     print("\nmemory per call vs n (clones delta(0.05)): O(sqrt(n)) expected")
     for n in [10**4, 10**5, 10**6, 10**7, 10**8]:
         m = ShuffledKRR(n=n, k=15, eps0=4.0)
-        t, mib = timed(functools.partial(Clones().delta, m, 0.05), 1)
+        t, mib, _ = timed(functools.partial(Clones().delta, m, 0.05), 1)
         print(f"  n = {n:>9}: {t * 1e3:8.1f} ms, peak {mib:8.2f} MiB")
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     print(f"\nwhole-process peak RSS: {rss:.0f} MiB")
