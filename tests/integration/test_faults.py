@@ -61,6 +61,7 @@ from shuffledp.protocol import decode_record, generate_keypair, message_length, 
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
 from shuffledp.protocol.journal import (
     KIND_CLOSED,
+    MAGIC,
     RECORD_HEAD,
     ClosedBatch,
     HopJournal,
@@ -177,7 +178,7 @@ def write_journal(directory: Path, identity: JournalIdentity, bursts: list[list[
 
 def record_ends(data: bytes) -> list[int]:
     """Offsets where each record ends (the header first), read from the length fields alone."""
-    ends, offset = [], 0
+    ends, offset = [], len(MAGIC)
     while offset < len(data):
         length = RECORD_HEAD.unpack_from(data, offset)[0]
         offset += RECORD_HEAD.size + length
@@ -246,6 +247,8 @@ def test_reopening_a_torn_journal_cuts_the_tail_and_appends_after_it(tmp_path: P
     with HopJournal.open(tmp_path, identity) as journal:
         assert len(journal.contents.bursts) == 2 and journal.contents.dropped_bytes == 7
         assert path.stat().st_size == ends[2]
+        assert journal.torn_file == tmp_path / f"{path.name}.torn-{ends[2]}"
+        assert journal.torn_file.read_bytes() == data[ends[2] : ends[2] + 7]
         journal.append_inputs([POOL[7]])
     contents = read_journal(path, identity)
     assert contents.bursts == [bursts[0], [POOL[1], b"", FOREIGN[0]], [POOL[7]]]
@@ -263,24 +266,25 @@ def test_a_torn_header_starts_a_fresh_journal(tmp_path: Path) -> None:
 
 
 def test_corruption_before_the_tail_is_refused_not_dropped(tmp_path: Path) -> None:
-    """A bad checksum with records after it is not a torn write (appends only): dropping it
-    would silently lose acknowledged reports, so the journal is refused, naming the offset."""
+    """A bad checksum is not a torn write (appends only, acknowledged after fsync): dropping it
+    would silently lose acknowledged reports, so the journal is refused, naming the offset, and
+    left as it was. The same flip in the last record's body, the record complete, is refused
+    too (a torn write ends the file early; it does not change a complete record)."""
     identity = identity_of(new_hop(0, expected_size=6))
     path = write_journal(tmp_path, identity, hop0_bursts())
-    data = bytearray(path.read_bytes())
-    ends = record_ends(bytes(data))
-    data[ends[1] + RECORD_HEAD.size + 3] ^= 0x01  # inside the second burst's body
-    path.write_bytes(bytes(data))
-    with pytest.raises(JournalError, match=rf"corrupt at byte {ends[1]}"):
-        read_journal(path, identity)
-    # The same flip in the last record is a torn tail: that record alone is dropped.
-    data = bytearray(path.read_bytes())
-    data[ends[1] + RECORD_HEAD.size + 3] ^= 0x01
-    data[ends[-2] + RECORD_HEAD.size + 3] ^= 0x01
-    path.write_bytes(bytes(data))
-    contents = read_journal(path, identity)
-    assert len(contents.bursts) == len(hop0_bursts()) - 1
-    assert contents.dropped_bytes == ends[-1] - ends[-2]
+    intact = path.read_bytes()
+    ends = record_ends(intact)
+    for record in (1, len(ends) - 1):  # the second burst, then the last one
+        data = bytearray(intact)
+        data[ends[record - 1] + RECORD_HEAD.size + 3] ^= 0x01  # inside that record's body
+        path.write_bytes(bytes(data))
+        message = rf"corrupt at byte {ends[record - 1]}: .* body fails its checksum"
+        with pytest.raises(JournalError, match=message):
+            read_journal(path, identity)
+        with pytest.raises(JournalError, match=message):
+            HopJournal.open(tmp_path, identity)
+        assert path.read_bytes() == bytes(data)  # nothing cut
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing set aside
 
 
 def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> None:
@@ -416,7 +420,7 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     assert len(names) == 3
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / identity.file_name).write_bytes(b"\x00" * 100)
-    with pytest.raises(JournalError, match="corrupt at byte 0"):
+    with pytest.raises(JournalError, match="not a journal of format"):
         HopJournal.open(tmp_path / "junk", identity)
     (tmp_path / "junk" / identity.file_name).write_text("some other file\n")
     with pytest.raises(JournalError, match="not a journal of format"):
