@@ -24,6 +24,9 @@ acknowledgement and persistent session).
   session); and real processes: hop 0, or hop 1, killed with SIGKILL in the middle of a round of
   3,000 reports through 3 hops and restarted with the same arguments: the analyzer counts
   every report exactly once, its histogram equals the histogram of what the clients published;
+  hop 0 killed, one bit of a middle record's length flipped in its journal, restarted: refused
+  (exit 2, one line naming the offset, the file untouched), and once repaired, every report
+  counted once;
   ``shuffledp analyzer --state-dir`` killed with SIGKILL after journaling 10 of 30 frames (the
   test publishes the last hop's real output) and restarted counts each of 600 reports once.
 - Mosquitto with ``persistence true`` stopped and started again while clients are sending and
@@ -1171,6 +1174,64 @@ async def test_hop0_killed_mid_round_and_restarted_loses_nothing(
                 _, err = await process.communicate()
             assert process.returncode == 0, err.decode()
             assert f"accepted {N_KILL}, forwarded {N_KILL}" in err.decode()
+    finally:
+        observer.cancel()
+        await round_.stop_all()
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_hop0_journal_with_a_flipped_length_bit_is_refused_and_nothing_is_lost(
+    mosquitto_url: str, tmp_path: Path
+) -> None:
+    """Issue 13's row: hop 0 killed mid-round, one bit flipped in the length field of a record
+    in the middle of its journal, then restarted. The first journal format read the huge length
+    as a torn tail and cut every acknowledged record after it (the round published short, exit
+    0). Now the restart exits 2 with one line naming the file and the byte offset, the journal is
+    left byte for byte, nothing is set aside, and the broker's session survives the refusal:
+    with the bit restored, the restarted hop completes the round with every report once."""
+    round_ = Round(mosquitto_url, tmp_path)
+    subscribed = asyncio.Event()
+    observer = asyncio.create_task(round_.observe(subscribed))
+    try:
+        await subscribed.wait()
+        analyzer = await round_.analyzer()
+        hops = [await round_.hop(i) for i in range(H)]
+        await round_.clients("clients-0", N_KILL // 2)
+        await _wait_journal(round_, 0, N_KILL // 8 * message_length(0, H), hops[0])
+        hops[0].send_signal(signal.SIGKILL)
+        await hops[0].wait()
+        journal = round_.journal(0)
+        assert journal is not None
+        intact = journal.read_bytes()
+        starts, offset = [], len(MAGIC)  # where each complete record begins
+        while offset + RECORD_HEAD.size <= len(intact):
+            starts.append(offset)
+            offset += RECORD_HEAD.size + RECORD_HEAD.unpack_from(intact, offset)[0]
+        assert len(starts) >= 3, "hop 0 journaled fewer than 2 bursts"
+        middle = starts[len(starts) // 2]
+        corrupt = bytearray(intact)
+        corrupt[middle + 3] ^= 0x01  # length + 2^32: past the end of the file
+        journal.write_bytes(bytes(corrupt))
+        await round_.clients("clients-1", N_KILL - N_KILL // 2)
+        refused = await round_.hop(0)
+        async with asyncio.timeout(60):
+            _, err = await refused.communicate()
+        assert refused.returncode == 2, err.decode()
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1, lines
+        assert f"{journal.name}: the journal is corrupt at byte {middle}: the head" in lines[0]
+        assert journal.read_bytes() == bytes(corrupt)
+        assert [p.name for p in round_.state_dir(0).iterdir()] == [journal.name]
+        journal.write_bytes(intact)  # the operator repairs it
+        restarted = await round_.hop(0)
+        report = await _finish(round_, analyzer)
+        async with asyncio.timeout(30):
+            await observer
+        _check_exactly_once(round_, report, "hop-0")
+        async with asyncio.timeout(30):
+            _, err = await restarted.communicate()
+        assert restarted.returncode == 0, err.decode()
     finally:
         observer.cancel()
         await round_.stop_all()
