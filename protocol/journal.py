@@ -795,9 +795,8 @@ def _set_aside(path: Path, torn: bytes, offset: int) -> Path:
         try:
             fd = os.open(target, flags, FILE_MODE)
         except FileExistsError:
-            with contextlib.suppress(OSError):
-                if target.read_bytes() == torn:
-                    return target
+            if _holds(target, torn):
+                return target
             continue
         try:
             view = memoryview(torn)
@@ -809,6 +808,18 @@ def _set_aside(path: Path, torn: bytes, offset: int) -> Path:
         _fsync_directory(path.parent)
         return target
     raise JournalError(f"{path}: 999 files {path.name}.torn-{offset}.* exist already")
+
+
+def _holds(target: Path, expected: bytes) -> bool:
+    """Whether the regular file ``target`` (never followed if a symlink) holds ``expected``."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected), 0) == expected
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:

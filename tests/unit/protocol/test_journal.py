@@ -194,6 +194,22 @@ def test_a_torn_file_of_the_same_name_is_reused_if_equal_and_kept_if_not(tmp_pat
     assert first.read_bytes() == data[last:-5]
 
 
+def test_a_planted_symlink_is_never_written_through_nor_trusted(tmp_path: Path) -> None:
+    """A symlink at ``.torn-<offset>`` (to a file holding the very bytes) is neither followed
+    to write nor taken as the bytes kept aside: they go to ``.2``, the target is untouched."""
+    path = write_journal(tmp_path, BURSTS)
+    data = path.read_bytes()
+    last = record_starts(data)[-2]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.write_bytes(data[last:-4])
+    (tmp_path / f"{path.name}.torn-{last}").symlink_to(elsewhere)
+    path.write_bytes(data[:-4])
+    with HopJournal.open(tmp_path, IDENTITY) as journal:
+        assert journal.torn_file == tmp_path / f"{path.name}.torn-{last}.2"
+        assert journal.torn_file.read_bytes() == data[last:-4]
+    assert elsewhere.read_bytes() == data[last:-4]
+
+
 @settings(max_examples=60, deadline=None)
 @given(
     bursts=st.lists(
