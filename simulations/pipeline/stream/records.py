@@ -249,6 +249,7 @@ class EpochRecord:
 
     def _check_run(self) -> None:
         assert self.round_log is not None and self.charged_n is not None
+        require_int("users_reporting", self.users_reporting, 2)  # a round has >= 2 reports
         report = self.round_log.report
         if report.round != self.epoch:
             raise InvalidParameterError(f"round must be epoch {self.epoch}, got {report.round}")
@@ -257,7 +258,6 @@ class EpochRecord:
                 f"n_expected must be users_reporting = {self.users_reporting}, got "
                 f"{report.n_expected}"
             )
-        require_int("users_reporting", self.users_reporting, 2)
         charged = min(report.n_received, self.users_reporting)
         if self.charged_n != charged:
             raise InvalidParameterError(
