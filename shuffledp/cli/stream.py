@@ -26,6 +26,8 @@ from shuffledp.cli.help import add_command
 from shuffledp.security.keys import MAX_HOPS
 
 if TYPE_CHECKING:  # the stream's modules load only when the command runs
+    from shuffledp.simulations.data.regions import Region
+    from shuffledp.simulations.pipeline.stream import StreamSettings
     from shuffledp.simulations.pipeline.stream.records import StreamRecord, StreamSummary
 
 __all__ = ["add_parser", "format_record", "format_summary", "run"]
@@ -168,7 +170,7 @@ def run(args: argparse.Namespace) -> int:
     return _finish(replace(summary, input=stream_input), args.json)
 
 
-def _settings(args: argparse.Namespace, region: Any) -> Any:
+def _settings(args: argparse.Namespace, region: Region) -> StreamSettings:
     """The StreamSettings of the command's flags."""
     from shuffledp.simulations.pipeline.stream import (
         STREAM_DISCRETIZATION,

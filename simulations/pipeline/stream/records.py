@@ -24,7 +24,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from itertools import pairwise
 from types import MappingProxyType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -43,6 +43,9 @@ from shuffledp.validation import (
     require_number,
     require_str,
 )
+
+if TYPE_CHECKING:
+    from shuffledp.simulations.data.checkins import LoadStats
 
 __all__ = [
     "EPOCH_STATUSES",
@@ -600,7 +603,7 @@ class StreamInput:
         require_int("input.outside_region", self.outside_region, 0)
 
     @classmethod
-    def from_load_stats(cls, stats: Any, outside_region: int) -> StreamInput:
+    def from_load_stats(cls, stats: LoadStats, outside_region: int) -> StreamInput:
         """The input block from a reader's LoadStats (its ``as_dict()``) and the count outside."""
         return cls.from_json({**stats.as_dict(), "outside_region": outside_region})
 
