@@ -225,10 +225,13 @@ class EpochRecord:
         self._check_status_keys()
         if self.status == "run":
             self._check_run()
-        elif self.status == "failed" and self.charged_n != 1:
-            raise InvalidParameterError(
-                f"charged_n of a failed epoch must be 1 (a lone k-RR report), got {self.charged_n}"
-            )
+        elif self.status == "failed":
+            require_int("users_reporting", self.users_reporting, 2)  # its reports were sent
+            if self.charged_n != 1:
+                raise InvalidParameterError(
+                    f"charged_n of a failed epoch must be 1 (a lone k-RR report), got "
+                    f"{self.charged_n}"
+                )
 
     def _check_status_keys(self) -> None:
         """Each status has exactly its own keys (STATUS_KEYS): the others are None."""
@@ -244,8 +247,9 @@ class EpochRecord:
             if (key in wanted) != (value is not None):
                 need = "needs" if key in wanted else "must not have"
                 name = "a round log" if key == "top_cells" else key
+                shown = "a round log" if isinstance(value, RoundLog) else repr(value)
                 raise InvalidParameterError(
-                    f"an epoch record with status {self.status!r} {need} {name}, got {value!r}"
+                    f"an epoch record with status {self.status!r} {need} {name}, got {shown}"
                 )
         optional(require_str, "reason", self.reason)
         optional(require_str, "error", self.error)

@@ -85,9 +85,9 @@ def run_epochs(draw: st.DrawFn) -> EpochRecord:
 
 @st.composite
 def other_epochs(draw: st.DrawFn) -> EpochRecord:
-    head = draw(epoch_heads())
     if draw(st.booleans()):
-        return EpochRecord(**head, status="skipped", reason=draw(names))
+        return EpochRecord(**draw(epoch_heads()), status="skipped", reason=draw(names))
+    head = draw(epoch_heads(reporting=draw(st.integers(2, 50))))
     return EpochRecord(**head, status="failed", error=draw(names), charged_n=1)
 
 
@@ -279,6 +279,8 @@ def _examples() -> list[dict[str, Any]]:
         ("skipped", {"reason": None}, "status 'skipped' needs reason, got None"),
         ("skipped", {"reason": 3}, "reason must be a string, got int 3"),
         ("failed", {"charged_n": 2}, "charged_n of a failed epoch must be 1"),
+        ("failed", {"users_reporting": 0}, "users_reporting must be >= 2, got 0"),
+        ("skipped", {"round": 3}, "unknown key(s) 'round'"),
         ("empty", {"epochs": 3}, "epochs must be 2, got 3"),
         ("empty", {"first_epoch": 0}, "first_epoch must be >= 1, got 0"),
         ("empty", {"status": "run"}, "status must be 'skipped', got 'run'"),
@@ -365,7 +367,7 @@ def test_unknown_types_and_foreign_documents_are_refused() -> None:
 def test_construction_names_the_rule_and_the_value() -> None:
     run = read_stream_record(_examples()[0])
     assert isinstance(run, EpochRecord)
-    with pytest.raises(InvalidParameterError, match="status 'skipped' must not have a round log"):
+    with pytest.raises(InvalidParameterError, match="'skipped' must not have a round log, got a"):
         replace(run, status="skipped", reason="x", charged_n=None, over_budget_after_round=None)
     with pytest.raises(InvalidParameterError, match="over_budget_after_round must be 0 unless"):
         replace(run, over_budget_after_round=1)  # nothing was lost: nobody can be over
