@@ -2,7 +2,9 @@
 
 ``shuffledp stream --dataset PATH|- --region paris --epoch 7d [--budget EPS,DELTA] [--json]``
 prints one line per epoch as soon as its round is over (with ``--json``: one JSON object per
-epoch and a final ``"type": "summary"`` object, one per line) and a summary at the end. Errors
+epoch and a final ``"type": "summary"`` object, one per line: the records of
+:mod:`shuffledp.simulations.pipeline.stream.records`, ``"schema": "shuffledp/stream/1"``,
+docs/report-schema.md) and a summary at the end. Errors
 are one line on stderr: exit 2 for bad options or an input that is missing, unreadable or
 malformed; 1 when the input cannot form a stream or the pipeline cannot start (an unreachable
 broker included); 1 also when the stream completed but some epoch's round failed (the summary
@@ -16,11 +18,17 @@ import asyncio
 import json
 import sys
 from collections.abc import Iterator
-from typing import Any
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
 
 from shuffledp.cli.argtypes import integer, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.security.keys import MAX_HOPS
+
+if TYPE_CHECKING:  # the stream's modules load only when the command runs
+    from shuffledp.simulations.data.regions import Region
+    from shuffledp.simulations.pipeline.stream import StreamSettings
+    from shuffledp.simulations.pipeline.stream.records import StreamRecord, StreamSummary
 
 __all__ = ["add_parser", "format_record", "format_summary", "run"]
 
@@ -129,28 +137,11 @@ def run(args: argparse.Namespace) -> int:
     from shuffledp.simulations.data.checkins import CheckInReader
     from shuffledp.simulations.data.regions import region_from_options
     from shuffledp.simulations.pipeline.simulate import SimulationOptions
-    from shuffledp.simulations.pipeline.stream import (
-        STREAM_DISCRETIZATION,
-        InputCounts,
-        StreamSettings,
-        parse_budget,
-        parse_epoch_length,
-    )
+    from shuffledp.simulations.pipeline.stream import InputCounts
+    from shuffledp.simulations.pipeline.stream.records import StreamInput
 
     region = region_from_options(args.region, args.box, args.grid)
-    settings = StreamSettings(
-        region=region,
-        epoch_seconds=parse_epoch_length(args.epoch),
-        eps0=args.eps0,
-        target_delta=args.delta,
-        budget=None if args.budget is None else parse_budget(args.budget),
-        min_users=args.min_users,
-        max_epochs=args.max_epochs,
-        discretization=(
-            STREAM_DISCRETIZATION if args.discretization is None else args.discretization
-        ),
-        source_label="<stdin>" if args.dataset == "-" else str(args.dataset),
-    )
+    settings = _settings(args, region)
     options = SimulationOptions(
         k=region.k,
         eps0=args.eps0,
@@ -175,14 +166,43 @@ def run(args: argparse.Namespace) -> int:
             "shuffledp stream: interrupted; every process it started was stopped", file=sys.stderr
         )
         return 130
-    summary["input"] = {**reader.stats.as_dict(), "outside_region": counts.outside_region}
-    if args.json:
-        print(json.dumps(summary, allow_nan=False), flush=True)
+    stream_input = StreamInput.from_load_stats(reader.stats, counts.outside_region)
+    return _finish(replace(summary, input=stream_input), args.json)
+
+
+def _settings(args: argparse.Namespace, region: Region) -> StreamSettings:
+    """The StreamSettings of the command's flags."""
+    from shuffledp.simulations.pipeline.stream import (
+        STREAM_DISCRETIZATION,
+        StreamSettings,
+        parse_budget,
+        parse_epoch_length,
+    )
+
+    return StreamSettings(
+        region=region,
+        epoch_seconds=parse_epoch_length(args.epoch),
+        eps0=args.eps0,
+        target_delta=args.delta,
+        budget=None if args.budget is None else parse_budget(args.budget),
+        min_users=args.min_users,
+        max_epochs=args.max_epochs,
+        discretization=(
+            STREAM_DISCRETIZATION if args.discretization is None else args.discretization
+        ),
+        source_label="<stdin>" if args.dataset == "-" else str(args.dataset),
+    )
+
+
+def _finish(summary: StreamSummary, as_json: bool) -> int:
+    """Print the summary; exit status 1 when some epoch's round failed, else 0."""
+    if as_json:
+        print(json.dumps(summary.to_json(), allow_nan=False), flush=True)
     else:
         print(format_summary(summary), flush=True)
-    if summary["epochs_failed"]:
+    if summary.epochs_failed:
         print(
-            f"shuffledp stream: error: {summary['epochs_failed']} epoch round(s) failed "
+            f"shuffledp stream: error: {summary.epochs_failed} epoch round(s) failed "
             "(see their records)",
             file=sys.stderr,
         )
@@ -225,7 +245,7 @@ async def _run(
     printer: _Printer,
     show_progress: bool,
     total_epochs: int | None,
-) -> dict[str, Any]:
+) -> StreamSummary:
     from shuffledp.simulations.pipeline.simulate import (
         PipelineSession,
         RoundRefusedError,
@@ -246,7 +266,7 @@ async def _run(
                 on_progress=None if progress is None else progress.update,
             )
 
-        def on_record(record: dict[str, Any]) -> None:
+        def on_record(record: StreamRecord) -> None:
             if progress is not None:
                 progress.record_done(record)
             printer.record(record)
@@ -276,9 +296,9 @@ class _Printer:
         self.epoch_seconds = epoch_seconds
         self._header = False
 
-    def record(self, record: dict[str, Any]) -> None:
+    def record(self, record: StreamRecord) -> None:
         if self.as_json:
-            print(json.dumps(record, allow_nan=False), flush=True)
+            print(json.dumps(record.to_json(), allow_nan=False), flush=True)
             return
         if not self._header:
             print(_HEADER, flush=True)
@@ -300,86 +320,93 @@ def _when(iso: str, epoch_seconds: int) -> str:
     return iso[:10] if epoch_seconds % 86_400 == 0 else iso[:13].replace("T", " ") + "h"
 
 
-def format_record(record: dict[str, Any], epoch_seconds: int) -> str:
+def format_record(record: StreamRecord, epoch_seconds: int) -> str:
     """One table row for an epoch record (what `shuffledp stream` prints without --json)."""
-    start, end = _when(record["start"], epoch_seconds), _when(record["end"], epoch_seconds)
-    if record["type"] == "empty":
+    from shuffledp.simulations.pipeline.stream.records import EmptyEpochsRecord
+
+    start, end = _when(record.start, epoch_seconds), _when(record.end, epoch_seconds)
+    if isinstance(record, EmptyEpochsRecord):
         label = (
-            str(record["first_epoch"])
-            if record["epochs"] == 1
-            else f"{record['first_epoch']}-{record['last_epoch']}"
+            str(record.first_epoch)
+            if record.epochs == 1
+            else f"{record.first_epoch}-{record.last_epoch}"
         )
         return f"{label:>7} {start:<16} {end:<16} no check-in in the region"
     head = (
-        f"{record['epoch']:>7} {start:<16} {end:<16} {record['users_active']:>6} "
-        f"{record['users_reporting']:>6} {record['budget_exhausted']:>4}"
+        f"{record.epoch:>7} {start:<16} {end:<16} {record.users_active:>6} "
+        f"{record.users_reporting:>6} {record.budget_exhausted:>4}"
     )
-    if record["status"] == "skipped":
-        return f"{head} skipped: {record['reason']}"
-    if record["status"] == "failed":
-        return f"{head} failed (charged as a lone k-RR report): {record['error']}"
-    privacy = record.get("privacy", {})
-    tv = (record.get("tv_distance") or {}).get("shuffle+INV")
-    top = record.get("top_cells", {})
+    if record.status == "skipped":
+        return f"{head} skipped: {record.reason}"
+    if record.status == "failed":
+        return f"{head} failed (charged as a lone k-RR report): {record.error}"
+    assert record.round_log is not None and record.top_cells is not None
+    report = record.round_log.report
+    utility = report.utility
+    tv = None if utility is None else utility.tv_distance.shuffle_inv
+    top = record.top_cells
     row = (
-        f"{head} {record['n_received']:>6} {_num(privacy.get('eps'), '.4g'):>7} "
-        f"{_num(privacy.get('delta'), '.2g'):>8} {_num(tv, '.4f'):>7}  "
-        f"{','.join(map(str, top.get('estimate', [])))} | "
-        f"{','.join(map(str, top.get('true', [])))}"
+        f"{head} {report.n_received:>6} {_num(report.privacy.eps, '.4g'):>7} "
+        f"{_num(report.privacy.delta, '.2g'):>8} {_num(tv, '.4f'):>7}  "
+        f"{','.join(map(str, top.estimate or ()))} | {','.join(map(str, top.true))}"
     )
-    if record.get("over_budget_after_round"):
-        row += f"  ({record['over_budget_after_round']} over budget after lost reports)"
+    if record.over_budget_after_round:
+        row += f"  ({record.over_budget_after_round} over budget after lost reports)"
     return row
 
 
-def format_summary(summary: dict[str, Any]) -> str:
+def format_summary(summary: StreamSummary) -> str:
     """The summary as text."""
-    lines = [""]
-    source = summary.get("input", {})
+    lines = ["", _input_line(summary)]
     lines.append(
-        f"input {source.get('source', '?')}: {source.get('rows', 0):,} rows, "
-        f"{source.get('accepted', 0):,} accepted, rejected {source.get('rejected') or 'none'}; "
-        f"{summary['outside_region']:,} outside the region, {summary['late']:,} late"
+        f"epochs: {summary.epochs} ({summary.epochs_run} run, "
+        f"{summary.epochs_skipped} skipped, {summary.epochs_empty} empty, "
+        f"{summary.epochs_failed} failed)"
+        + (" - stopped at --max-epochs" if summary.stopped_at_max_epochs else "")
     )
+    budget = summary.budget
     lines.append(
-        f"epochs: {summary['epochs']} ({summary['epochs_run']} run, "
-        f"{summary['epochs_skipped']} skipped, {summary['epochs_empty']} empty, "
-        f"{summary['epochs_failed']} failed)"
-        + (" - stopped at --max-epochs" if summary["stopped_at_max_epochs"] else "")
+        f"users: {summary.users} active, {summary.users_reported} reported at least once, "
+        f"{summary.users_cut_off} cut off"
+        + (f" by the budget (eps {budget.eps:g}, delta {budget.delta:g})" if budget else "")
     )
-    budget = summary.get("budget")
+    lines.append(_worst_line(summary))
+    composition = summary.composition
     lines.append(
-        f"users: {summary['users']} active, {summary['users_reported']} reported at least once, "
-        f"{summary['users_cut_off']} cut off"
-        + (f" by the budget (eps {budget['eps']:g}, delta {budget['delta']:g})" if budget else "")
-    )
-    worst = summary.get("worst_user")
-    if worst is None:
-        lines.append("worst per-user guarantee: none (nobody reported)")
-    else:
-        text = (
-            f"worst per-user guarantee: eps = {_num(worst['eps'], '.4f')} at delta = "
-            f"{worst['delta']:g}"
-        )
-        if worst.get("delta_at_budget_eps") is not None and budget:
-            text += f" (delta at eps {budget['eps']:g}: {worst['delta_at_budget_eps']:.3g})"
-        sizes = worst["round_sizes"]
-        shown = ", ".join(
-            f"{epoch}:{n}" for epoch, n in zip(worst["epochs"][:12], sizes[:12], strict=True)
-        )
-        more = f", ... ({len(sizes)} rounds)" if len(sizes) > 12 else ""
-        text += (
-            f"; from {worst['bound']}; {worst['rounds']} rounds, epoch:n = {shown}{more}; "
-            f"{worst['users_with_this_history']} user(s) with this history"
-        )
-        lines.append(text)
-    composition = summary["composition"]
-    lines.append(
-        f"composition: dp-accounting PLDs, grid {composition['discretization']:g}, "
-        f"{composition['compositions']} compositions in {composition['accountant_seconds']} s "
-        f"(stored peak {composition['stored_peak_mib']} MiB); total {summary['seconds']} s"
+        f"composition: dp-accounting PLDs, grid {composition.discretization:g}, "
+        f"{composition.compositions} compositions in {composition.accountant_seconds} s "
+        f"(stored peak {composition.stored_peak_mib} MiB); total {summary.seconds} s"
     )
     return "\n".join(lines)
+
+
+def _input_line(summary: StreamSummary) -> str:
+    source = summary.input
+    rejected = None if source is None else dict(source.rejected)
+    return (
+        f"input {'?' if source is None else source.source}: "
+        f"{0 if source is None else source.rows:,} rows, "
+        f"{0 if source is None else source.accepted:,} accepted, rejected {rejected or 'none'}; "
+        f"{summary.outside_region:,} outside the region, {summary.late:,} late"
+    )
+
+
+def _worst_line(summary: StreamSummary) -> str:
+    worst, budget = summary.worst_user, summary.budget
+    if worst is None:
+        return "worst per-user guarantee: none (nobody reported)"
+    text = f"worst per-user guarantee: eps = {_num(worst.eps, '.4f')} at delta = {worst.delta:g}"
+    if worst.delta_at_budget_eps is not None and budget:
+        text += f" (delta at eps {budget.eps:g}: {worst.delta_at_budget_eps:.3g})"
+    sizes = worst.round_sizes
+    shown = ", ".join(
+        f"{epoch}:{n}" for epoch, n in zip(worst.epochs[:12], sizes[:12], strict=True)
+    )
+    more = f", ... ({len(sizes)} rounds)" if len(sizes) > 12 else ""
+    return text + (
+        f"; from {worst.bound}; {worst.rounds} rounds, epoch:n = {shown}{more}; "
+        f"{worst.users_with_this_history} user(s) with this history"
+    )
 
 
 def _num(value: Any, spec: str) -> str:
@@ -435,8 +462,12 @@ class _Progress:
             self._round, completed=int(analyzer.get("accepted", 0) or 0), state=state
         )
 
-    def record_done(self, record: dict[str, Any]) -> None:
-        step = int(record.get("epochs", 1)) if record["type"] == "empty" else 1
+    def record_done(self, record: StreamRecord) -> None:
+        from shuffledp.simulations.pipeline.stream.records import EmptyEpochsRecord
+
+        if isinstance(record, EmptyEpochsRecord):
+            step, status = record.epochs, "skipped"
+        else:
+            step, status = 1, record.status
         self._progress.advance(self._epochs, step)
-        status = record.get("status", "")
         self._progress.update(self._epochs, state=f"last: {status}")

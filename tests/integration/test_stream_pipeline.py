@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 from shuffledp.simulations.data.regions import PRESETS
+from shuffledp.simulations.pipeline.stream import read_stream_record
 from tests.paths import SHARED_DATA
 
 PARIS_SNAP = SHARED_DATA / "gowalla-paris-checkins.txt"
@@ -73,7 +74,10 @@ def _stream(args: list[str], stdin: str | None = None) -> list[dict[str, Any]]:
     )
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
-    return [json.loads(line) for line in done.stdout.splitlines()]
+    lines = [json.loads(line) for line in done.stdout.splitlines()]
+    # Every line is a typed record of the stream (shuffledp/stream/1) and reads back unchanged.
+    assert [read_stream_record(line).to_json() for line in lines] == lines
+    return lines
 
 
 def _check_epochs(lines: list[dict[str, Any]], expected: list[dict[str, Any]]) -> dict[str, Any]:

@@ -25,6 +25,18 @@ from shuffledp.simulations.pipeline.records import (
     RoundTimings,
     SimulationInfo,
 )
+from shuffledp.simulations.pipeline.stream.records import (
+    EPOCH_KEYS,
+    STATUS_KEYS,
+    SUMMARY_KEYS,
+    CompositionInfo,
+    EmptyEpochsRecord,
+    StreamInput,
+    StreamSummary,
+    TopCells,
+    WorstUser,
+    read_stream_record,
+)
 from tests.paths import REPO_ROOT
 
 DOC = (REPO_ROOT / "docs" / "report-schema.md").read_text(encoding="utf-8")
@@ -36,10 +48,11 @@ def examples() -> list[dict[str, Any]]:
 
 
 def test_every_example_reads_back_into_its_record_unchanged() -> None:
-    readers: dict[str, Callable[[object], PublishedReport | RoundLog | AccountAnswer]] = {
+    readers: dict[str, Callable[[object], Any]] = {
         "shuffledp/report/1": PublishedReport.from_json,
         "shuffledp/round-log/1": RoundLog.from_json,
         "shuffledp/account/1": AccountAnswer.from_json,
+        "shuffledp/stream/1": read_stream_record,
     }
     found = examples()
     assert sorted(example["schema"] for example in found) == sorted(readers)
@@ -63,3 +76,24 @@ def test_every_key_is_documented() -> None:
     keys |= {field.name for field in fields(Query)} | set(TVDistance.KEYS)
     missing = sorted(key for key in keys if not documented(key))
     assert missing == [], missing
+
+
+def test_every_key_of_the_streams_records_is_in_its_tables() -> None:
+    """The stream's keys, each in a table row of the stream's section (not merely somewhere)."""
+    section = DOC[DOC.index("## The stream (`shuffledp/stream/1`)") : DOC.index("## Examples")]
+    keys = {"schema", "type", *EPOCH_KEYS, "input", *SUMMARY_KEYS, "eps", "delta"}
+    keys |= {key for status in STATUS_KEYS.values() for key in status}
+    keys |= set(EmptyEpochsRecord.KEYS) | set(WorstUser.KEYS) | {"note"}
+    keys |= set(CompositionInfo.KEYS) | set(StreamInput.KEYS)
+    keys |= {field.name for field in fields(TopCells)}
+    rows = [line for line in section.splitlines() if line.startswith("| `")]
+    missing = sorted(
+        key for key in keys - {"schema", "type"} if not any(f"`{key}`" in row for row in rows)
+    )
+    assert missing == [], missing
+    assert "`schema`" in section and "`type`" in section
+    # The summary's table lists its keys in the order the summary writes them.
+    table = section[section.index("### The summary") : section.index("`worst_user` (`WorstUser`)")]
+    positions = [table.index(f"`{key}`") for key in (*SUMMARY_KEYS, "input")]
+    assert positions == sorted(positions)
+    assert {f.name for f in fields(StreamSummary)} == {*SUMMARY_KEYS, "input"}

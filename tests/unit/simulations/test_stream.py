@@ -11,8 +11,10 @@ stream's own composition code), active users per epoch by reading the file with 
 from __future__ import annotations
 
 import asyncio
+import json
 import math
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -21,14 +23,25 @@ import numpy.typing as npt
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, compose
+from shuffledp.analyzer.records import (
+    MODE_AT_TARGET,
+    Baseline,
+    Estimate,
+    PrivacyBlock,
+    Report,
+    TVDistance,
+    Utility,
+)
 from shuffledp.cli import main
 from shuffledp.cli.stream import format_record, format_summary
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.data.checkins import CheckIn
 from shuffledp.simulations.data.regions import Region
+from shuffledp.simulations.pipeline.records import RoundLog, RoundTimings, SimulationInfo
 from shuffledp.simulations.pipeline.stream import (
     EPOCH_ORIGIN,
     STREAM_DISCRETIZATION,
+    STREAM_SCHEMA,
     Budget,
     EmptyEpochs,
     Epoch,
@@ -36,15 +49,19 @@ from shuffledp.simulations.pipeline.stream import (
     InputCounts,
     StreamError,
     StreamEvent,
+    StreamRecord,
     StreamRoundRefusedError,
     StreamRunner,
     StreamSettings,
+    StreamSummary,
     epoch_number,
     events_from_checkins,
     parse_budget,
     parse_epoch_length,
+    read_stream_record,
     sorted_events,
 )
+from shuffledp.simulations.pipeline.stream.records import StreamInput
 from tests.paths import SHARED_DATA
 
 DATA = SHARED_DATA
@@ -66,7 +83,9 @@ def _event(user: str, day: float, cell: int = 0) -> StreamEvent:
 
 class FakeRounds:
     """Stands in for PipelineSession.run_round: records each round's values; loses ``lose``
-    reports; raises ``raise_in[round]`` if given."""
+    reports; raises ``raise_in[round]`` if given. Returns a valid round log (RoundLog's JSON,
+    as run_round does) whose counts are the received values' and whose privacy is a fixed
+    stand-in (the stream reads n_received from it, never its eps)."""
 
     def __init__(self, *, k: int = 4, lose: int = 0, raise_in: dict[int, Exception] | None = None):
         self.k, self.lose = k, lose
@@ -81,17 +100,96 @@ class FakeRounds:
             raise self.raise_in[round_id]
         received = values[: max(0, values.size - self.lose)]
         histogram = np.bincount(received, minlength=self.k)
-        return {
-            "schema": "shuffledp/round-log/1",
-            "round": round_id,
-            "n_expected": int(values.size),
-            "n_received": int(received.size),
-            "histogram": histogram.tolist(),
-            "estimate": {"counts": histogram.astype(float).tolist()},
-            "true_histogram": np.bincount(values, minlength=self.k).tolist(),
-            "privacy": {"eps": 1.0, "delta": 1e-6},
-            "tv_distance": {"shuffle+INV": 0.0},
-        }
+        return fake_round_log(
+            round_id, histogram, np.bincount(values, minlength=self.k), label
+        ).to_json()
+
+
+def fake_round_log(
+    round_id: int,
+    histogram: npt.NDArray[np.int64],
+    truth: npt.NDArray[np.int64],
+    label: str = "fake",
+) -> RoundLog:
+    """A round log of these counts: the estimate is the histogram itself, privacy a stand-in."""
+    n, k = int(histogram.sum()), histogram.size
+    if n >= 2:
+        privacy = PrivacyBlock(
+            mode=MODE_AT_TARGET,
+            eps=1.0,
+            delta=1e-6,
+            delta_lower=1e-7,
+            bound="stand-in",
+            n=n,
+            target_delta=1e-6,
+            eps_lower=0.9,
+            guarantee="a stand-in guarantee (unit test)",
+        )
+    else:
+        privacy = PrivacyBlock(
+            mode=MODE_AT_TARGET, eps=None, delta=None, delta_lower=None, bound=None, n=n,
+            target_delta=1e-6, error="fewer than 2 reports",
+        )  # fmt: skip
+    counts = tuple(float(c) for c in histogram)
+    estimate = (
+        Estimate(distribution=tuple(c / n for c in counts), counts=counts)
+        if n
+        else Estimate(distribution=None, counts=None, note="nothing received")
+    )
+    utility = Utility(
+        true_histogram=tuple(int(c) for c in truth),
+        tv_distance=TVDistance(shuffle=None, shuffle_inv=0.0, ibu=None, gaussian=None),
+        ibu_method=None,
+        ibu_distribution=None,
+        baseline=Baseline(note="not computed by the stand-in"),
+    )
+    report = Report(
+        round=round_id,
+        n_expected=int(truth.sum()),
+        n_received=n,
+        rejected={},
+        k=k,
+        eps0=2.0,
+        histogram=tuple(int(c) for c in histogram),
+        estimate=estimate,
+        estimator="shuffle+INV",
+        privacy=privacy,
+        randomness="stand-in",
+        utility=utility,
+    )
+    return RoundLog(
+        report=report,
+        stages={},
+        timings=RoundTimings(**{key: 0.0 for key in RoundTimings.KEYS}),
+        simulation=SimulationInfo(
+            broker="none (unit test)",
+            n_hops=1,
+            client_processes=1,
+            dataset=label,
+            seed=None,
+            topic_prefix="test",
+            keys="fresh",
+            authentication="none",
+            deadline_seconds=1.0,
+            min_batch=1,
+        ),
+    )
+
+
+def _run_typed(
+    events: Sequence[StreamEvent],
+    rounds: FakeRounds,
+    *,
+    failed: tuple[type[BaseException], ...] = (),
+    **settings: Any,
+) -> tuple[list[StreamRecord], StreamSummary, StreamRunner]:
+    records: list[StreamRecord] = []
+    options = {"region": SQUARE, "epoch_seconds": DAY, "eps0": 2.0, **settings}
+    runner = StreamRunner(
+        StreamSettings(**options), rounds, on_record=records.append, failed=failed
+    )
+    summary = asyncio.run(runner.run(events))
+    return records, summary, runner
 
 
 def _run(
@@ -101,13 +199,14 @@ def _run(
     failed: tuple[type[BaseException], ...] = (),
     **settings: Any,
 ) -> tuple[list[dict[str, Any]], dict[str, Any], StreamRunner]:
-    records: list[dict[str, Any]] = []
-    options = {"region": SQUARE, "epoch_seconds": DAY, "eps0": 2.0, **settings}
-    runner = StreamRunner(
-        StreamSettings(**options), rounds, on_record=records.append, failed=failed
-    )
-    summary = asyncio.run(runner.run(events))
-    return records, summary, runner
+    """The stream's records and summary as `shuffledp stream --json` prints them; each one
+    reads back (from its text) into the typed record the runner emitted."""
+    typed, summary, runner = _run_typed(events, rounds, failed=failed, **settings)
+    records = [record.to_json() for record in typed]
+    for data, record in zip(records, typed, strict=True):
+        assert read_stream_record(json.dumps(data, allow_nan=False)) == record
+    assert read_stream_record(json.dumps(summary.to_json(), allow_nan=False)) == summary
+    return records, summary.to_json(), runner
 
 
 # ----------------------------------------------------------------------------------------------
@@ -263,7 +362,8 @@ def test_each_epoch_is_one_round_of_its_active_users() -> None:
         (1, "run", 3, 3),
     ]
     assert records[1]["true_histogram"] == [0, 1, 1, 1]
-    assert all("schema" not in r for r in records)  # an epoch record is not a round log
+    # An epoch record is not a round log: the round log's schema is replaced by the stream's.
+    assert all(r["schema"] == STREAM_SCHEMA and list(r)[:2] == ["schema", "type"] for r in records)
     assert (
         records[1]["start"] == "2010-03-02T00:00:00Z"
         and records[1]["end"] == "2010-03-03T00:00:00Z"
@@ -416,14 +516,27 @@ def test_refused_round_charges_nobody_and_failed_round_charges_a_lone_report() -
 
 
 def test_text_rows_show_the_epoch_numbers() -> None:
-    records, summary, _ = _run([*_daily(3, 2), _event("u0", 5.0)], FakeRounds(), min_users=2)
+    records, typed_summary, _ = _run_typed(
+        [*_daily(3, 2), _event("u0", 5.0)], FakeRounds(), min_users=2
+    )
     rows = [format_record(r, DAY) for r in records]
     assert rows[0].split()[:7] == ["0", "2010-03-01", "2010-03-02", "3", "3", "0", "3"]
     assert rows[2].split()[:3] == ["2-4", "2010-03-03", "2010-03-06"]
     assert "no check-in in the region" in rows[2]
     assert "below the minimum of 2" in rows[3]
-    summary["input"] = {"source": "x", "rows": 7, "accepted": 7, "rejected": {}}
-    text = format_summary(summary)
+    stream_input = StreamInput(
+        source="x",
+        format="snap",
+        rows=7,
+        accepted=7,
+        rejected={},
+        rejected_examples={},
+        header=None,
+        truncated=None,
+        outside_region=0,
+    )
+    text = format_summary(replace(typed_summary, input=stream_input))
+    assert "input x: 7 rows, 7 accepted, rejected none; 0 outside the region, 0 late" in text
     assert "epochs: 6 (2 run, 1 skipped, 3 empty, 0 failed)" in text
     assert "users: 3 active, 3 reported at least once, 0 cut off" in text
 
