@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -107,8 +108,14 @@ def run(args: argparse.Namespace) -> int:
     folder = cache_dir(args.dir)
     if folder.exists() and not folder.is_dir():
         raise InvalidParameterError(f"--dir {folder}: is a file, a folder is needed")
-    with _progress_bar(remote.filename, quiet=args.quiet) as progress:
-        result = fetch(remote, folder, progress=progress)
+    try:
+        with _progress_bar(remote.filename, quiet=args.quiet) as progress:
+            result = fetch(remote, folder, progress=progress)
+    except KeyboardInterrupt:
+        part = folder / f"{remote.filename}.part"
+        kept = f"{part} is kept: run the command again to resume" if part.is_file() else ""
+        print(f"shuffledp data fetch: interrupted; {kept or 'nothing was saved'}", file=sys.stderr)
+        return 130
     record = result.record
     if result.status == "present":
         print(f"{remote.name}: already cached at {result.path}")

@@ -69,7 +69,9 @@ def add_parser(subparsers: Any) -> None:
         "--data-dir",
         type=Path,
         metavar="DIR",
-        help="folder where experiments on real check-ins look for their files",
+        help="folder holding the check-in slices gowalla-sf-latlon.csv and "
+        "gowalla-paris-latlon.csv (default: the file of `shuffledp data fetch gowalla`, else "
+        "../shared/data next to the repository)",
     )
     p.add_argument(
         "--dataset",

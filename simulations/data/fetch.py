@@ -237,14 +237,16 @@ class _Digest:
     md5: str
 
 
-def _digest(path: Path) -> _Digest:
-    sha, md5, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
+def _digest(path: Path, *, md5: bool = True) -> _Digest:
+    """Size, SHA-256 and (unless ``md5`` is False: "" then) MD5 of the file, read in chunks."""
+    sha, other, size = hashlib.sha256(), hashlib.md5(usedforsecurity=False), 0
     with path.open("rb") as handle:
         while chunk := handle.read(_CHUNK):
             sha.update(chunk)
-            md5.update(chunk)
+            if md5:
+                other.update(chunk)
             size += len(chunk)
-    return _Digest(size, sha.hexdigest(), md5.hexdigest())
+    return _Digest(size, sha.hexdigest(), other.hexdigest() if md5 else "")
 
 
 def _read_record(path: Path) -> FileRecord:
@@ -280,8 +282,8 @@ def verify_cached(remote: RemoteFile, folder: Path | None = None) -> Path | None
     record = _read_record(path)
     size = path.stat().st_size
     _compare("the size", f"{record.size:,} bytes", f"{size:,} bytes", "its record", path)
-    digest = _digest(path)
-    _compare("the SHA-256", record.sha256, digest.sha256, f"its record {record.fetched}", path)
+    digest = _digest(path, md5=False)
+    _compare("the SHA-256", record.sha256, digest.sha256, f"its record of {record.fetched}", path)
     return path
 
 

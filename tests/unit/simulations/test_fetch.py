@@ -5,18 +5,20 @@ work with one line naming the fetch command."""
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 
+from shuffledp.cli import data as data_cli
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.data import fetch as fetch_module
@@ -424,3 +426,33 @@ def test_experiments_find_the_cached_file(
     path.write_bytes(BODY[:500] + bytes([BODY[500] ^ 1]) + BODY[501:])
     with pytest.raises(ExperimentError, match=f"gowalla-paris: .*expected {_sha(BODY)}"):
         gu.find_dataset(gu.PARIS, None, None)
+
+
+def test_ctrl_c_keeps_the_part_file_and_the_next_run_resumes(
+    server: tuple[Served, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    served, url = server
+    monkeypatch.setitem(fetch_module.DATASETS, "gowalla", _remote(url))
+
+    @contextlib.contextmanager
+    def interrupting_bar(label: str, *, quiet: bool) -> Iterator[Callable[[int, int | None], None]]:
+        def progress(done: int, total: int | None) -> None:
+            if done > 0:  # after the first chunk was written
+                raise KeyboardInterrupt
+
+        yield progress
+
+    monkeypatch.setattr(data_cli, "_progress_bar", interrupting_bar)
+    assert main(["data", "fetch", "gowalla", "--dir", str(tmp_path)]) == 130
+    err = capsys.readouterr().err
+    part = tmp_path / f"{NAME}.part"
+    assert err.count("\n") == 1 and f"{part} is kept" in err
+    kept = part.stat().st_size
+    assert 0 < kept <= len(BODY) and part.read_bytes() == BODY[:kept]
+    assert not (tmp_path / NAME).exists()
+    monkeypatch.undo()
+    result = fetch(_remote(url), tmp_path)
+    assert result.path.read_bytes() == BODY and served.ranges[-1] == f"bytes={kept}-"
