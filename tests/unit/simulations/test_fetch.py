@@ -21,7 +21,9 @@ import pytest
 from shuffledp.cli import data as data_cli
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
+from shuffledp.randomness import SeededRandom
 from shuffledp.simulations.data import fetch as fetch_module
+from shuffledp.simulations.data.datasets import parse_dataset_spec, resolve_dataset
 from shuffledp.simulations.data.fetch import (
     CACHE_ENV,
     GOWALLA,
@@ -456,3 +458,30 @@ def test_ctrl_c_keeps_the_part_file_and_the_next_run_resumes(
     monkeypatch.undo()
     result = fetch(_remote(url), tmp_path)
     assert result.path.read_bytes() == BODY and served.ranges[-1] == f"bytes={kept}-"
+
+
+def test_simulate_dataset_gowalla_reads_the_fetched_file(
+    server: tuple[Served, str],
+    no_data: Path,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``--dataset gowalla`` (no path): the cached file, checked; without it one line naming
+    the fetch command, exit 1, before any work (no key folder, no broker, no process)."""
+    with pytest.raises(FetchError, match=r"run that command first") as caught:
+        parse_dataset_spec("gowalla")
+    assert "`shuffledp data fetch gowalla`" in str(caught.value) and str(no_data) in str(
+        caught.value
+    )
+    code = main(["simulate", "--dataset", "gowalla", "--region", "paris", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and err.count("\n") == 1 and "shuffledp data fetch gowalla" in err
+    _, url = server
+    path = fetch(_remote(url)).path
+    assert parse_dataset_spec("gowalla").path == str(path)
+    dataset = resolve_dataset(
+        "gowalla", n=None, k=None, region=PRESETS["paris"], rng=SeededRandom(1)
+    )
+    assert dataset.n == 200 and dataset.details["path"] == str(path)  # one report per user
+    path.write_bytes(BODY[:500] + bytes([BODY[500] ^ 1]) + BODY[501:])
+    with pytest.raises(IntegrityError, match=f"expected {_sha(BODY)}"):
+        parse_dataset_spec("gowalla")
