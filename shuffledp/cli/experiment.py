@@ -69,7 +69,9 @@ def add_parser(subparsers: Any) -> None:
         "--data-dir",
         type=Path,
         metavar="DIR",
-        help="folder where experiments on real check-ins look for their files",
+        help="folder holding the check-in slices gowalla-sf-latlon.csv and "
+        "gowalla-paris-latlon.csv (default: the file of `shuffledp data fetch gowalla`, else "
+        "../shared/data next to the repository)",
     )
     p.add_argument(
         "--dataset",
@@ -135,7 +137,19 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
             f"--data-dir must be an existing folder, got {str(args.data_dir)!r}"
         )
     check_output_dir("--out", args.out)
+    _check_data(args, selected)
     return selected
+
+
+def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
+    """Find every check-in file now, before any experiment starts: a missing one is one line
+    naming `shuffledp data fetch gowalla` (ExperimentError, exit status 1), not a failure after
+    the experiments before it have run."""
+    from shuffledp.simulations.experiments.gowalla_utility import EXPERIMENTS, find_dataset
+
+    for name in selected:
+        if name in EXPERIMENTS:
+            find_dataset(EXPERIMENTS[name], args.dataset, args.data_dir)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -25,6 +25,7 @@ from shuffledp.cli import account as account_cli
 from shuffledp.cli import audit as audit_cli
 from shuffledp.cli import broker as broker_cli
 from shuffledp.cli import components as components_cli
+from shuffledp.cli import data as data_cli
 from shuffledp.cli import experiment as experiment_cli
 from shuffledp.cli import keys as keys_cli
 from shuffledp.cli import simulate as simulate_cli
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
     components_cli.add_parsers(sub)
     simulate_cli.add_parser(sub)
     experiment_cli.add_parser(sub)
+    data_cli.add_parser(sub)
     stream_cli.add_parser(sub)
     audit_cli.add_parser(sub)
     return parser
@@ -99,8 +101,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _command(args: argparse.Namespace) -> str:
-    """The command as typed: `keys init`, not just `keys`."""
-    nested = getattr(args, "keys_command", None)
+    """The command as typed: `keys init`, `data fetch`, not just `keys`."""
+    nested = getattr(args, "keys_command", None) or getattr(args, "data_command", None)
     return f"{args.command} {nested}" if nested else str(args.command)
 
 

@@ -134,7 +134,8 @@ def _add_data_arguments(p: argparse._ArgumentGroup) -> None:
         "uniform, zipf or zipf:S (P(j) proportional to 1/(j+1)^S, default S 1.1), "
         "histogram:C0,C1,... (exactly these counts, randomly ordered), probabilities:P0,P1,... "
         "(n draws), gowalla:PATH (check-ins: SNAP user<TAB>time<TAB>lat<TAB>lon<TAB>location "
-        "or lat,lon CSV, plain or .gz, - for stdin; needs --region or --box/--grid). "
+        "or lat,lon CSV, plain or .gz, - for stdin; needs --region or --box/--grid), gowalla "
+        "(the file of shuffledp data fetch gowalla, checked against its recorded SHA-256). "
         f"{_RULE_HELP}",
     )
     p.add_argument(

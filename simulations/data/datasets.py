@@ -17,8 +17,9 @@ probabilities, and ``<name>_values(n, k, ..., rng)``, n independent draws with a
   order (n = the sum, k = the number of counts).
 
 :func:`resolve_dataset` turns a ``--dataset`` spec into a :class:`Dataset`; besides the above it
-reads real check-ins, ``gowalla:PATH`` (:mod:`shuffledp.simulations.data.checkins`), in a region's
-grid (:mod:`shuffledp.simulations.data.regions`), with one report per user: the cell of the user's
+reads real check-ins, ``gowalla:PATH`` (:mod:`shuffledp.simulations.data.checkins`) or
+``gowalla`` (the file of ``shuffledp data fetch gowalla``, :mod:`.fetch`), in a region's grid
+(:mod:`shuffledp.simulations.data.regions`), with one report per user: the cell of the user's
 most recent check-in inside the region (:data:`MOST_RECENT_RULE`).
 """
 
@@ -88,8 +89,10 @@ DATASET_KINDS = (
     "histogram:C0,C1,...",
     "probabilities:P0,P1,...",
     "gowalla:PATH",
+    "gowalla",
 )
-"""The accepted ``--dataset`` specs, as listed in error messages."""
+"""The accepted ``--dataset`` specs, as listed in error messages (``gowalla`` alone: the file
+of ``shuffledp data fetch gowalla``)."""
 
 MOST_RECENT_RULE = (
     "one report per user: the cell of the user's most recent check-in inside the region (the "
@@ -333,15 +336,37 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
         return DatasetSpec(
             text=text, kind="probabilities", probabilities=tuple(float(x) for x in p)
         )
+    if kind == "gowalla" and not sep:
+        return DatasetSpec(text=text, kind="gowalla", path=str(_fetched_gowalla()))
     if kind == "gowalla" and sep:
         if not argument:
             raise InvalidParameterError("gowalla:PATH needs a path (or - for standard input)")
         return DatasetSpec(text=text, kind="gowalla", path=argument)
     if kind in ("synthetic", "normal", "uniform"):
         raise _unknown(spec, f" ({kind} takes no ':' argument)")
-    if kind in ("histogram", "probabilities", "gowalla"):
+    if kind in ("histogram", "probabilities"):
         raise _unknown(spec, f" ({kind} needs ':' and its argument)")
     raise _unknown(spec)
+
+
+def _fetched_gowalla() -> str:
+    """The SNAP file cached by ``shuffledp data fetch gowalla``, checked against its recorded
+    SHA-256 and size; FetchError (one line naming the command) if it is not there."""
+    from shuffledp.simulations.data.fetch import (
+        GOWALLA,
+        FetchError,
+        cache_dir,
+        fetch_command,
+        verify_cached,
+    )
+
+    path = verify_cached(GOWALLA)
+    if path is None:
+        raise FetchError(
+            f"--dataset gowalla reads the file of `{fetch_command()}`, which is not in "
+            f"{cache_dir()}: run that command first, or give gowalla:PATH"
+        )
+    return str(path)
 
 
 def check_dataset_sizes(

@@ -11,12 +11,14 @@ below are this project's, stated so a reader can judge them:
 
 * **Data.** One value per individual: the grid cell of the individual's location
   (:mod:`shuffledp.simulations.data.regions`: SF 24 x 17 = 408 cells, Paris 16 x 12 = 192 cells, row-major
-  from the south-west). The default files are the lat,lon CSV slices in ``shared/data``
-  (``gowalla-sf-latlon.csv``, ``gowalla-paris-latlon.csv``): they have no user column, so every
-  row is one individual (one report), as in the files' source (blitzwas/PRIVIC). A SNAP file
-  (``options["dataset"]``, e.g. ``gowalla-paris-checkins.txt`` or the full
-  ``loc-gowalla_totalCheckins.txt.gz``) gives one report per user instead: the cell of the
-  user's most recent check-in in the region (the rule of ``shuffledp simulate``).
+  from the south-west). The file is found by :func:`find_dataset`: ``--dataset``, else the slice
+  in ``--data-dir``, else the full SNAP file cached by ``shuffledp data fetch gowalla``, else the
+  lat,lon CSV slice in the sibling ``shared/data`` (``gowalla-sf-latlon.csv``,
+  ``gowalla-paris-latlon.csv``). The slices have no user column, so every row is one individual
+  (one report), as in the files' source (blitzwas/PRIVIC). A SNAP file (the cached
+  ``loc-gowalla_totalCheckins.txt.gz``, or e.g. ``gowalla-paris-checkins.txt``) gives one report
+  per user instead: the cell of the user's most recent check-in in the region (the rule of
+  ``shuffledp simulate``).
 * **TV vs n.** For each n on a log grid up to all N individuals (the last point is all of them)
   and each run, n individuals are drawn uniformly at random without replacement; both settings
   below run on the same draw, one round each, through the fast path (:mod:`.fastpath`: the
@@ -85,6 +87,13 @@ from shuffledp.simulations.data.checkins import (
     LoadStats,
     load_checkin_arrays,
 )
+from shuffledp.simulations.data.fetch import (
+    GOWALLA,
+    FetchError,
+    cache_dir,
+    fetch_command,
+    verify_cached,
+)
 from shuffledp.simulations.data.regions import PRESETS, Region
 from shuffledp.simulations.experiments.base import (
     ExperimentContext,
@@ -124,6 +133,7 @@ __all__ = [
     "SelectedCell",
     "Spot",
     "dataset_path",
+    "find_dataset",
     "individual_utility",
     "load_population",
     "n_grid",
@@ -316,11 +326,16 @@ def _default_data_dir() -> Path:
 
 
 def dataset_path(context: ExperimentContext, setup: RegionExperiment) -> Path:
-    """The check-in file to read: ``context.options["dataset"]`` if given, else
-    ``setup.default_file`` in ``context.data_dir`` (default: the repository's sibling
-    ``shared/data``). ExperimentError naming the path, and how to give another, if it is not a
-    file."""
-    given = context.options.get("dataset")
+    """The check-in file to read (:func:`find_dataset` with the context's options)."""
+    return find_dataset(setup, context.options.get("dataset"), context.data_dir)
+
+
+def find_dataset(setup: RegionExperiment, given: object, data_dir: Path | None) -> Path:
+    """The check-in file to read, the first of: ``given`` (``--dataset``); ``setup.default_file``
+    in ``data_dir`` (``--data-dir``); the SNAP file in the cache of ``shuffledp data fetch
+    gowalla``, checked against its recorded SHA-256 and size; the slice in the repository's
+    sibling ``shared/data`` (a development checkout). ExperimentError, one line naming the fetch
+    command, if there is none (``shuffledp experiment`` asks before any experiment runs)."""
     if given is not None:
         if not isinstance(given, str | Path) or not str(given):
             raise ExperimentError(
@@ -330,15 +345,28 @@ def dataset_path(context: ExperimentContext, setup: RegionExperiment) -> Path:
         if not path.is_file():
             raise ExperimentError(f"{setup.name}: the check-in file {path} does not exist")
         return path
-    folder = context.data_dir if context.data_dir is not None else _default_data_dir()
-    path = folder / setup.default_file
-    if not path.is_file():
-        raise ExperimentError(
-            f"{setup.name}: the check-in file {path} does not exist; pass --data-dir with the "
-            f"folder holding {setup.default_file}, or give another file (SNAP or lat,lon) "
-            "with --dataset FILE"
-        )
-    return path
+    if data_dir is not None:
+        path = data_dir / setup.default_file
+        if not path.is_file():
+            raise ExperimentError(
+                f"{setup.name}: the check-in file {path} does not exist; pass --data-dir with "
+                f"the folder holding {setup.default_file}, give another file (SNAP or lat,lon) "
+                f"with --dataset FILE, or leave both out to use the file of `{fetch_command()}`"
+            )
+        return path
+    try:
+        cached = verify_cached(GOWALLA)
+    except FetchError as exc:
+        raise ExperimentError(f"{setup.name}: {exc}") from None
+    if cached is not None:
+        return cached
+    slice_path = _default_data_dir() / setup.default_file
+    if slice_path.is_file():
+        return slice_path
+    raise ExperimentError(
+        f"{setup.name}: no check-in data: run `{fetch_command()}` (the SNAP file, "
+        f"{GOWALLA.size or 0:,} bytes, into {cache_dir()}), or give --dataset FILE"
+    )
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

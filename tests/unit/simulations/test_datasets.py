@@ -215,7 +215,6 @@ def test_valid_specs(spec: str, kind: str, extra: dict[str, object]) -> None:
         ("gaussian", "unknown dataset 'gaussian'"),
         ("", "unknown dataset ''"),
         ("uniform:3", "takes no ':' argument"),
-        ("gowalla", "needs ':' and its argument"),
         ("histogram", "needs ':' and its argument"),
     ],
 )
