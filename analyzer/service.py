@@ -338,8 +338,9 @@ def _report(
     )
     aborted = (intake.assembler.log or {}).get("aborted")
     error = f"the round was refused: {aborted}" if aborted else None
-    if error is None and delivery.lost and not delivery.loss_accepted:
-        error = delivery.message  # a smaller round is never published unknowingly
+    if delivery.lost and not delivery.loss_accepted:
+        # A smaller round is never published unknowingly; the loss's one line says why.
+        error = f"the round was refused: {delivery.message}"
     if randomness_name is None:
         names = {
             name: log.get("randomness")

@@ -410,7 +410,8 @@ async def _close(
         log["upstream_complete"] = assembler.complete
     log["timed_out"] = timed_out
     if upstream_aborted is not None:
-        refused = f"upstream refused the round: {upstream_aborted}"
+        said = "upstream refused the round: "
+        refused = upstream_aborted if upstream_aborted.startswith(said) else said + upstream_aborted
     else:
         refused = _account(settings, intake, log)
     if refused is None:
