@@ -177,10 +177,13 @@ class Receipt:
         size = (clients + 7) // 8
         inflater = zlib.decompressobj()
         try:
-            bitmap = inflater.decompress(payload[RECEIPT_HEADER.size :], size)
+            # max_length 0 would mean "no limit": at least 1, so a bomb never inflates
+            bitmap = inflater.decompress(payload[RECEIPT_HEADER.size :], max(size, 1))
         except zlib.error:
             return None
-        if len(bitmap) != size or inflater.unconsumed_tail or not inflater.eof:
+        if len(bitmap) != size or inflater.unconsumed_tail or inflater.unused_data:
+            return None
+        if not inflater.eof:
             return None
         if clients % 8 and bitmap and bitmap[-1] & (0xFF >> (clients % 8)):
             return None  # a bit set past the last client
