@@ -139,8 +139,11 @@ async def test_receipts_and_resends_count_every_report_when_a_tenth_of_deliverie
     # Drops on the leg receipts repair: reports to hop 0, claims, receipts (statuses are
     # retained and never dropped). With ~360 deliveries at 10 %, no drop at all has
     # probability 0.9^360 < 1e-16.
-    drop = (ingress_topic(PREFIX, round_id, 0), claim_topic(PREFIX, round_id, "+"))
-    drop += (f"{PREFIX}/round/{round_id}/receipt/+",)
+    drop = (
+        ingress_topic(PREFIX, round_id, 0),
+        claim_topic(PREFIX, round_id, "+"),
+        f"{PREFIX}/round/{round_id}/receipt/+",
+    )
     broker = LossyMemoryBroker(rate=0.1, seed=2026, drop_topics=drop)
     stages = authenticated_round(broker, round_id=round_id)
     for process in range(PROCESSES):

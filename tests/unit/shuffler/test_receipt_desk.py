@@ -12,7 +12,8 @@ from shuffledp.protocol.receipts import Claim, Receipt
 from shuffledp.protocol.topics import claim_topic, receipt_topic
 from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message
 from shuffledp.shuffler.receipts import ReceiptDesk
-from tests.unit.protocol.test_client_auth import PREFIX, ROSTER, ROUND, hop0, reports
+from tests.unit.protocol.test_client_auth import ROSTER, ROUND, hop0, reports
+from tests.unit.test_services_memory import PREFIX
 
 
 def claim(process: str, seq: int, *, sent: int = 10, confirmed: bool = False) -> Message:
