@@ -11,7 +11,10 @@
    for the reports actually counted; ``rejected`` sums every stage's rejections by reason,
    ``stages`` holds each hop's round log; publish it (JSON, retained) on the report topic and
    announce ``done``. If a hop refused the round, the report says so in ``error`` and holds no
-   histogram.
+   histogram. The report's ``delivery`` (:func:`~shuffledp.analyzer.delivery.account_delivery`)
+   compares every leg of the round; genuine reports lost refuse the round the same way (the
+   loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
+   with a ``warning`` saying so.
 
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames

@@ -17,6 +17,14 @@
 4. wait for the downstream's ``ready``, publish the permuted batch as frames and the END frame
    carrying every stage's round log so far, announce ``done``.
 
+End-to-end delivery and accounting: hop 0 answers the client processes' claims with receipts
+(:class:`~shuffledp.shuffler.receipts.ReceiptDesk`, while collecting and, after its batch is
+out, until every process has its final receipt or ``linger`` seconds). At close every hop
+compares what it should have (hop 0: ``expected_size``; a later hop: its upstream's forwarded
+count) with what it accepted and rejected; a shortfall refuses the round with the loss's one
+line (``lost N of M reports between clients and hop-0``) unless ``accept_loss``. Past its
+deadline a hop still takes what was delivered (Stage.collect drains) before it closes.
+
 The round log of a hop (in the END frame, the status and the process's log): accepted, rejected
 by reason, forwarded, whether the deadline closed the round, the randomness used, timings.
 
