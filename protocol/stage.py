@@ -381,10 +381,12 @@ class Stage:
             inputs = self._route(burst, intake.ingress)
             if not inputs:
                 continue
-            last_input = time.monotonic()
-            clock.arrived(last_input)
+            clock.arrived(time.monotonic())
             await intake.take([item.payload for item in inputs])
             self.settle(inputs)
+            # Quiet is counted from when this burst was dealt with: what arrived while it was
+            # being taken is already waiting in the inbox and is taken next.
+            last_input = time.monotonic()
         return False
 
     async def await_downstream(self, timeout: float, *, who: str) -> None:
