@@ -36,8 +36,6 @@ from shuffledp.protocol.transport import publish_all, sessions_lost
 
 __all__ = ["DeliveryOutcome", "SentLedger", "confirm_delivery"]
 
-TERMINAL_STATES = frozenset({"done", "refused", "failed"})
-
 
 @dataclass(slots=True)
 class SentLedger:
@@ -183,8 +181,9 @@ async def confirm_delivery(
     final = False
     while ledger.missing:
         now = time.monotonic()
-        state = stage.readiness.state if stage.readiness is not None else None
-        if state in TERMINAL_STATES:
+        readiness = stage.readiness
+        state = readiness.state if readiness is not None else None
+        if readiness is None or readiness.finished:
             break
         away_since = (away_since or now) if state is None else None
         if away_since is not None and now - away_since > away_timeout:

@@ -79,6 +79,8 @@ __all__ = [
     "with_write",
 ]
 
+END_STATES = frozenset({"done", "refused", "failed"})
+"""States a stage announces when it has ended its part of the round."""
 PROGRESS_INTERVAL = 0.5
 """Seconds between progress messages while a stage works."""
 DRAIN_QUIET = 1.0
@@ -102,6 +104,9 @@ class Readiness:
     ready: bool = False
     state: str | None = None
     """The last state it announced (None: none yet, or cleared: it left)."""
+    finished: bool = False
+    """True once it announced an end (``done``, ``refused``, ``failed``), even if it has
+    cleared its status since (a stage clears it right after: both may come in one read)."""
 
     def note(self, message: Message) -> bool:
         """Take ``message`` into account if it is the downstream's status; True iff it was."""
@@ -111,6 +116,7 @@ class Readiness:
         state = None if body is None else body.get("state")
         self.state = state if isinstance(state, str) else None
         self.ready = self.state in READY_STATES
+        self.finished = self.finished or self.state in END_STATES
         return True
 
 

@@ -360,3 +360,18 @@ async def test_the_aside_gets_its_messages_while_collecting_and_serving() -> Non
     assert intake.taken == [b"1", b"2", b"3"]  # the claims are never inputs
     assert aside.noted == [b"c1", b"c2"]
     assert aside.ticks >= 2  # serve ticks first, then every interval
+
+
+def test_readiness_remembers_that_the_stage_finished_after_it_cleared_its_status() -> None:
+    topic = status_topic(PREFIX, ROUND, "hop-0")
+    readiness = Readiness("hop-0", topic)
+    states = [b'{"state": "ready"}', b'{"state": "done"}', b""]
+    seen = []
+    for payload in states:
+        readiness.note(Message(topic, payload))
+        seen.append((readiness.state, readiness.ready, readiness.finished))
+    assert seen == [("ready", True, False), ("done", False, True), (None, False, True)]
+    crashed = Readiness("hop-0", topic)
+    for payload in (b'{"state": "ready"}', b""):  # its will cleared it: not an end
+        crashed.note(Message(topic, payload))
+    assert (crashed.state, crashed.ready, crashed.finished) == (None, False, False)
