@@ -268,17 +268,26 @@ async def run_clients(
             "authenticated": credentials is not None,
             **publisher.summary(),
         }
-        if delivery is not None:
-            result["delivery"] = delivery.to_json()
-            if delivery.lost and not settings.accept_loss:
-                line = loss_line(delivery.lost, delivery.sent, leg_name(name, "hop-0"))
-                await stage.announce("failed", error=line, **result)
-                raise ReportsLostError(line)
-        await stage.announce("done", **result)
+        await _conclude(stage, settings, result, delivery)
     logger.info(
         "%s round %d: sent %d reports in %.2f s", name, settings.round_id, publisher.sent, seconds
     )
     return result
+
+
+async def _conclude(
+    stage: Stage, settings: ClientSettings, result: dict[str, Any], delivery: DeliveryOutcome | None
+) -> None:
+    """Announce ``done`` with ``result`` (and the delivery's outcome), or, if hop 0's final
+    receipt misses reports and the loss is not accepted, ``failed`` and ReportsLostError with
+    the loss's one line."""
+    if delivery is not None:
+        result["delivery"] = delivery.to_json()
+        if delivery.lost and not settings.accept_loss:
+            line = loss_line(delivery.lost, delivery.sent, leg_name(settings.name, "hop-0"))
+            await stage.announce("failed", error=line, **result)
+            raise ReportsLostError(line)
+    await stage.announce("done", **result)
 
 
 async def _deliver(
