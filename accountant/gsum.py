@@ -53,6 +53,7 @@ from shuffledp.accountant.numerics import (
     log_binom_sf,
     log_sum,
     log_weight_error,
+    tilt_root,
 )
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 from shuffledp.errors import OutsideConditionsError
@@ -201,28 +202,7 @@ def _tilt(
     # weights e^(-theta S) underflowed and the bracket came out near 1e-280 where the truth is ~1.
     floor = min(1e-3 / math.sqrt(max(n * var, 1e-300)), 1.0)
 
-    def balance(theta: float) -> float:
-        terms = lp + theta * gv
-        pos = float(log_sum(terms[gv > 0] + np.log(gv[gv > 0])))
-        neg_mask = gv < 0
-        if not np.any(neg_mask):
-            return math.inf
-        neg = float(log_sum(terms[neg_mask] + np.log(-gv[neg_mask])))
-        return pos - neg
-
-    lo, hi = 0.0, 1.0
-    if balance(0.0) < 0.0:
-        while balance(hi) < 0.0 and hi < 1e6:
-            lo, hi = hi, 2.0 * hi
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            if balance(mid) < 0.0:
-                lo = mid
-            else:
-                hi = mid
-            if hi - lo <= 1e-12 * hi:
-                break
-    theta = max(hi if balance(0.0) < 0.0 else 0.0, floor)
+    theta = max(tilt_root(gv, lp), floor)
     terms = lp + theta * gv
     log_mgf = float(log_sum(terms))
     tilted = tuple(float(v) for v in np.exp(terms - log_mgf))

@@ -56,7 +56,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import erfc
 
-from shuffledp.accountant.numerics import FloatArray, log_sum
+from shuffledp.accountant.numerics import FloatArray, log_sum, tilt_root
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 if TYPE_CHECKING:  # gsum imports this module
@@ -232,26 +232,11 @@ def _law(n: int, atoms: Sequence[Atom]) -> _Law | None:
 
 
 def _tilt(n: int, g: FloatArray, lp: FloatArray) -> float:
-    """max(the root of E_l[G] = 0, 1 / sd_root(S)): any theta > 0 is valid (step 1); the root
-    centres the tilted sum on 0, and the floor keeps the grid short where the root is near 0.
-    Bisection on the sign of sum p_j g_j e^(l g_j) (increasing in l)."""
+    """max(the root of E_l[G] = 0 (numerics.tilt_root), 1 / sd_root(S)): any theta > 0 is valid
+    (step 1); the root centres the tilted sum on 0, and the floor keeps the grid short where the
+    root is near 0."""
 
-    def mean_at(lam: float) -> float:
-        w = np.exp(lp + lam * g - float(np.max(lp + lam * g)))
-        return float(np.sum(w * g) / np.sum(w))
-
-    lo, hi = 0.0, 1.0
-    while mean_at(hi) < 0.0 and hi < 1e6:
-        lo, hi = hi, 2.0 * hi
-    if mean_at(0.0) < 0.0:
-        for _ in range(200):
-            mid = 0.5 * (lo + hi)
-            lo, hi = (mid, hi) if mean_at(mid) < 0.0 else (lo, mid)
-            if hi - lo <= 1e-13 * hi:
-                break
-        root = hi
-    else:
-        root = 0.0
+    root = tilt_root(g, lp, rel_tol=1e-13)
     w = np.exp(lp + root * g - float(np.max(lp + root * g)))
     w /= np.sum(w)
     var = float(np.sum(w * g * g) - np.sum(w * g) ** 2)

@@ -15,6 +15,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from shuffledp.accountant.blanket import OptimalBlanket
 from shuffledp.accountant.bounds import (
     BlanketAnalytic,
     Bound,
@@ -29,8 +30,16 @@ from shuffledp.accountant.mechanism import (
     require_delta,
     require_eps,
 )
+from shuffledp.accountant.pairs import Bracket
 from shuffledp.accountant.renyi_girgis import RenyiGirgis
-from shuffledp.accountant.tight import Tight, bracket_extra, witness_name
+from shuffledp.accountant.tight import (
+    FamilyMember,
+    Tight,
+    bracket_extra,
+    covered,
+    dominated,
+    witness_name,
+)
 
 #: Absolute tolerance on eps; the returned value is off by at most this, on the safe side.
 EPS_TOL = 1e-9
@@ -181,11 +190,14 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
     best_upper, upper_name, skipped = math.inf, "", []
     k2_bracket: tuple[float, float] | None = None
+    blanket: Bracket | None = None  # optimal-blanket at its crossing, once it has answered
     for member in bound.upper_bounds(mech):
 
         def up(e: float, m: Bound = member) -> float:
             return m.bracket(mech, e).upper
 
+        if dominated(member, blanket):
+            continue
         try:
             if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
                 continue  # its crossing is above best_upper - tol: it cannot lower the minimum
@@ -200,6 +212,8 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         except OutsideConditionsError as exc:
             skipped.append(f"{member.name}: {exc}")
             continue
+        if isinstance(member, OptimalBlanket) and math.isfinite(value):
+            blanket = member.bracket(mech, value)
         if value < best_upper:
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
@@ -227,11 +241,14 @@ def _tight_eps_lower(
     best_lower, lower_name = 0.0, "none"
     if k2_bracket is not None:  # k = 2: the crossing of the best F(a), found with the upper end
         best_lower, lower_name = k2_bracket[0], ExactK2.name
+    family: dict[int, Bracket] = {}  # F(a) at its crossing, for tight.covered
     for candidate in bound.lower_bounds(mech):
 
         def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower
 
+        if covered(candidate, family):
+            continue
         try:
             if low(best_lower) <= delta:
                 continue  # its crossing is at or below best_lower: it cannot raise the maximum
@@ -240,6 +257,8 @@ def _tight_eps_lower(
             value = _lower_near(low, delta, max(best_upper, EPS_TOL), best_upper)
         except OutsideConditionsError:
             continue
+        if isinstance(candidate, FamilyMember) and value > 0.0:
+            family[candidate.a] = candidate.bracket(mech, value)
         if value > best_lower:
             best_lower, lower_name = value, witness_name(candidate)
     return best_lower, lower_name

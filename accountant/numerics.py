@@ -330,3 +330,34 @@ def _log_tail_sum(m: FloatArray, c: FloatArray, q: float, qc: float | None = Non
             )
             active[done] = False
     return log_total
+
+
+def tilt_root(g: FloatArray, log_p: FloatArray, rel_tol: float = 1e-12) -> float:
+    """The theta >= 0 at which the exponentially tilted mean sum_j p_j g_j e^(theta g_j) is 0
+    (0 when the untilted mean is already >= 0; capped at about 1e6 when no negative atom
+    makes it cross). Bisection on log(positive part) - log(negative part), increasing in theta,
+    in log space so that tiny probabilities neither underflow nor swamp the sum. Shared by
+    gsum (the exact engine) and gsum_fast (the Fourier bracket); both accept any theta > 0, so
+    the tolerance only affects speed, never validity."""
+    positive, negative = g > 0, g < 0
+    if not np.any(negative):
+        return 0.0
+    with np.errstate(divide="ignore"):
+        log_pos_g, log_neg_g = np.log(g[positive]), np.log(-g[negative])
+
+    def balance(theta: float) -> float:
+        terms = log_p + theta * g
+        pos = float(log_sum(terms[positive] + log_pos_g)) if np.any(positive) else -math.inf
+        return pos - float(log_sum(terms[negative] + log_neg_g))
+
+    if balance(0.0) >= 0.0:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while balance(hi) < 0.0 and hi < 1e6:
+        lo, hi = hi, 2.0 * hi
+    for _ in range(200):
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if balance(mid) < 0.0 else (lo, mid)
+        if hi - lo <= rel_tol * hi:
+            break
+    return hi

@@ -34,7 +34,6 @@ frames already counts its deadline from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import logging
 import os
@@ -55,7 +54,7 @@ from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs,
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
-from shuffledp.protocol.stage import CollectClock, Stage, with_write
+from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import analyzer_topic, report_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, require_journaling
 from shuffledp.validation import require_int, require_positive
@@ -194,10 +193,11 @@ class _AnalyzerIntake:
         analyzer, assembler, mapper = self.analyzer, self.assembler, self.mapper
         if self.journal is None:
             await asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper)
-        else:
-            await with_write(
+        else:  # journaled by the journal's writer thread while it is offered
+            written = asyncio.wrap_future(self.journal.submit_inputs(payloads))
+            await asyncio.gather(
                 asyncio.to_thread(feed_inputs, analyzer, assembler, payloads, mapper=mapper),
-                functools.partial(self.journal.append_inputs, payloads),
+                written,
             )
 
 

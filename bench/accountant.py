@@ -68,6 +68,30 @@ def print_tight(label: str, mech: ShuffledKRR, eps: float, repeat: int) -> None:
     )
 
 
+def print_tight_grid(n: int) -> None:
+    """tight over k in {3, 10, 15, 100} x eps0 in {0.5, 1, 2, 4, 8} at ``n``: the slowest
+    eps(1e-6) and the slowest delta(eps) at eps = 0.5 and 0.8 of eps(1e-6) (where delta is in
+    the range users ask for), the largest ratios, and the largest traced peak."""
+    slow_eps = slow_delta = eps_ratio = delta_ratio = peak = 0.0
+    for k in (3, 10, 15, 100):
+        for eps0 in (0.5, 1.0, 2.0, 4.0, 8.0):
+            mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+            t_e, m_e, e = timed(functools.partial(eps_for_delta, Tight(), mech, 1e-6), 1)
+            slow_eps, peak = max(slow_eps, t_e), max(peak, m_e)
+            eps_ratio = max(eps_ratio, e.eps_upper / e.eps_lower)
+            for share in (0.5, 0.8):
+                eps = e.eps_upper * share
+                t_d, m_d, d = timed(functools.partial(Tight().delta, mech, eps), 1)
+                slow_delta, peak = max(slow_delta, t_d), max(peak, m_d)
+                if d.delta_upper >= 1e-20:
+                    delta_ratio = max(delta_ratio, d.delta_upper / d.delta_lower)
+    print(
+        f"tight over k x eps0 at n = {n:.0e}: slowest delta(eps) {slow_delta * 1e3:.1f} ms, "
+        f"slowest eps(1e-6) {slow_eps:.3f} s, largest ratios delta {delta_ratio:.6f} "
+        f"eps {eps_ratio:.6f}, peak {peak:.1f} MiB traced"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
@@ -97,6 +121,8 @@ def main() -> None:
     print()
     print_tight("1e7", ShuffledKRR(n=10**7, k=15, eps0=4.0), 0.02, repeat)
     print_tight("1e8", ShuffledKRR(n=10**8, k=15, eps0=4.0), 0.003, repeat)
+    for n in (10**6, 10**8):
+        print_tight_grid(n)
     print("\nmemory per call vs n (clones delta(0.05)): O(sqrt(n)) expected")
     for n in [10**4, 10**5, 10**6, 10**7, 10**8]:
         m = ShuffledKRR(n=n, k=15, eps0=4.0)

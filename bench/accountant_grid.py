@@ -25,10 +25,13 @@ def main() -> None:
     parser.add_argument("--max-n", type=float, default=1e6, help="largest n (default 1e6)")
     parser.add_argument("--min-n", type=float, default=1e2, help="smallest n (default 1e2)")
     parser.add_argument("--no-eps", action="store_true", help="skip eps(1e-6)")
+    parser.add_argument(
+        "--k", type=int, action="append", help=f"only this k (repeatable; default {KS})"
+    )
     args = parser.parse_args()
     print("n k eps0 | eps delta_lower delta_upper ratio s | eps(1e-6) lower upper ratio s")
     for n in [n for n in NS if args.min_n <= n <= args.max_n]:
-        for k in KS:
+        for k in args.k or KS:
             for eps0 in EPS0S:
                 mech = ShuffledKRR(n=n, k=k, eps0=eps0)
                 cells = []

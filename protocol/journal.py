@@ -32,17 +32,35 @@ correct if their contents are identical. The journal is removed once the END fra
 
 File: ``STATE_DIR/<stage>-round-<r>-<prefix digest>.journal`` (stage ``hop-<i>`` or
 ``analyzer``), mode 0600 (it holds ciphertexts and the hop's output order), locked (``flock``)
-by the one process using it. A sequence of records, each ``length u64 | kind u8 | checksum 16
-bytes | body`` (``length`` = bytes of ``body``; checksum BLAKE2b-128 of length, kind and body).
-The first record is ``HEADER`` (JSON: which prefix, round, stage, batch sizes, k (the analyzer)
-and key the journal belongs to); then ``INPUTS`` records (``count u32`` then ``length u32 |
-bytes`` per input) and, for a hop, at most one ``CLOSED`` (``json length u32 | JSON |
-item_length u32 | count u32 | messages``). A torn tail, the last
-record incomplete or failing its checksum, is the record a crash interrupted: never fsync'd, so
-nothing in it was acknowledged; it is dropped (and cut off before the next append). A header torn
-the same way (a crash while the file was created) leaves an empty journal. Anything else that
-does not read back, a bad checksum with records after it, is refused (JournalError), never
-dropped: acknowledged reports could be lost silently.
+by the one process using it. It begins with :data:`MAGIC` (``shuffledp-hop-journal/2`` and a
+newline), then a sequence of records, each a fixed head of :data:`RECORD_HEAD` (41 bytes:
+``length u64 | kind u8 | body checksum 16 bytes | head checksum 16 bytes``) and ``length``
+bytes of body. The body checksum is BLAKE2b-128 of length, kind and body; the head checksum,
+BLAKE2b-128 of the 25 bytes before it, is checked before the length is believed. The first
+record is ``HEADER`` (JSON: which prefix, round, stage, batch sizes, k (the analyzer) and key
+the journal belongs to); then ``INPUTS`` records (``count u32`` then ``length u32 | bytes`` per
+input) and, for a hop, at most one ``CLOSED`` (``json length u32 | JSON | item_length u32 |
+count u32 | messages``).
+
+What a crash can leave, and what is refused. Records are only ever appended, and a record is
+acknowledged only once it is fsync'd, so a crash can leave at most one incomplete record, the
+last, and nothing in it was acknowledged. A last record is provably torn, and only then cut
+off, when the file ends inside its fixed head (fewer than 41 bytes left), or its head checksum
+passes and the file ends before its body does: nothing valid can follow either. The bytes cut
+are kept aside, byte for byte, in ``<journal>.torn-<offset>`` (mode 0600; ``.torn-<offset>.<n>``
+if that name holds other bytes) before the journal is cut, and the recovery logs how many bytes
+went where. Everything else is refused (JournalError naming the file, the byte offset and what
+failed), never dropped: a head whose checksum fails, wherever it is (a flipped bit in a length
+would otherwise make the acknowledged records after it look like a torn tail), and a complete
+record whose body fails its checksum, even the last one. A journal torn while it was created (a
+prefix of the magic and header this stage would write) holds nothing acknowledged and starts
+afresh. A journal of the first format (``shuffledp-hop-journal/1``, no magic and no head
+checksum) is refused with a message saying so, never read with the new rules.
+
+Appends go through the journal's own writer thread
+(:class:`~shuffledp.protocol.journal_writer.JournalWriter`): each returns a future resolved once
+the record is fsync'd, and :meth:`HopJournal.close` waits for every queued append before it
+releases the lock and the file descriptor.
 """
 
 from __future__ import annotations
@@ -51,16 +69,19 @@ import contextlib
 import fcntl
 import hashlib
 import json
+import logging
 import os
 import struct
-import time
+import threading
 from collections.abc import Iterable, Iterator, Sequence
+from concurrent.futures import Future
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import FrameAssembler
+from shuffledp.protocol.journal_writer import JournalWriter
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import validate_prefix
@@ -68,6 +89,7 @@ from shuffledp.validation import require_int
 
 __all__ = [
     "FEED_CHUNK",
+    "MAGIC",
     "ClosedBatch",
     "HopJournal",
     "InputSink",
@@ -79,12 +101,22 @@ __all__ = [
     "replay",
 ]
 
-FORMAT = "shuffledp-hop-journal/1"
+logger = logging.getLogger("shuffledp.journal")
+
+FORMAT = "shuffledp-hop-journal/2"
+MAGIC = FORMAT.encode() + b"\n"
+"""The first bytes of every journal file: the format, readable with ``head -1``."""
+FORMAT_STEM = b"shuffledp-hop-journal/"
 KIND_HEADER = 1
 KIND_INPUTS = 2
 KIND_CLOSED = 3
-RECORD_HEAD = struct.Struct(">QB16s")
-"""length u64 | kind u8 | checksum: 25 bytes before every record body."""
+RECORD_HEAD = struct.Struct(">QB16s16s")
+"""length u64 | kind u8 | body checksum | head checksum: 41 bytes before every record body."""
+HEAD_CHECKED = struct.Struct(">QB16s")
+"""The part of the head its checksum covers (everything before it)."""
+V1_HEAD = struct.Struct(">QB16s")
+"""The head of a record in the first format (``shuffledp-hop-journal/1``): only recognised, to
+refuse such a file with a message that says what it is."""
 U32 = struct.Struct(">I")
 CHECKSUM_BYTES = 16
 FILE_MODE = 0o600
@@ -275,16 +307,21 @@ class JournalContents:
         return sum(len(burst) for burst in self.bursts)
 
 
-def _checksum(kind: int, body: bytes | memoryview) -> bytes:
-    digest = hashlib.blake2b(digest_size=CHECKSUM_BYTES)
+def _body_checksum(kind: int, body: bytes | memoryview) -> bytes:
+    digest = hashlib.blake2b(digest_size=CHECKSUM_BYTES, person=b"sdp-journal-body")
     digest.update(struct.pack(">QB", len(body), kind))
     digest.update(body)
     return digest.digest()
 
 
+def _head_checksum(checked: bytes | memoryview) -> bytes:
+    return hashlib.blake2b(checked, digest_size=CHECKSUM_BYTES, person=b"sdp-journal-head").digest()
+
+
 def encode_record(kind: int, body: bytes) -> bytes:
-    """One record: head (length, kind, checksum) then body."""
-    return RECORD_HEAD.pack(len(body), kind, _checksum(kind, body)) + body
+    """One record: its head (length, kind, body checksum, head checksum), then its body."""
+    checked = HEAD_CHECKED.pack(len(body), kind, _body_checksum(kind, body))
+    return checked + _head_checksum(checked) + body
 
 
 def encode_inputs(payloads: Iterable[bytes]) -> bytes:
@@ -358,30 +395,79 @@ def _decode_closed(body: memoryview) -> ClosedBatch | None:
         return None
 
 
+ADVICE = (
+    "nothing is cut, since acknowledged reports may be in or after it; keep the file for "
+    "inspection, or move it away to start the round afresh (what it holds is then lost)"
+)
+
+
 def _records(path: Path, data: bytes) -> Iterator[tuple[int, int, memoryview, int]]:
-    """(start offset, kind, body, end offset) of each complete record with a valid checksum,
-    in order, up to the torn tail if there is one (an incomplete last record, or a last record
-    whose checksum fails: a write cut short by a crash or a power loss). A record that fails its
-    checksum with more bytes after it is not a torn write (appends only): JournalError."""
-    offset = 0
+    """(start offset, kind, body, end offset) of each complete and intact record after the
+    magic, in order, up to a provably torn last record if there is one (module docstring): the
+    file ends inside its fixed head, or inside its body with its head checksum passing. A head
+    that fails its checksum, or a complete body that fails its own, wherever it is: JournalError
+    naming the offset."""
+    offset = len(MAGIC)
     view = memoryview(data)  # record bodies are views: a journal is not copied while read
-    while offset + RECORD_HEAD.size <= len(data):
-        length, kind, checksum = RECORD_HEAD.unpack_from(data, offset)
+    while len(data) - offset >= RECORD_HEAD.size:
+        length, kind, body_checksum, head_checksum = RECORD_HEAD.unpack_from(data, offset)
+        if _head_checksum(view[offset : offset + HEAD_CHECKED.size]) != head_checksum:
+            raise JournalError(
+                f"{path}: the journal is corrupt at byte {offset}: the head of the record there "
+                f"fails its checksum, so its length ({length} as read) cannot be trusted, with "
+                f"{len(data) - offset} bytes from there to the end of the file; {ADVICE}"
+            )
         start = offset + RECORD_HEAD.size
         end = start + length
         if end > len(data):
-            return
+            return  # torn: an intact head, and the file ends inside its body
         body = view[start:end]
-        if _checksum(kind, body) != checksum:
-            if end == len(data):
-                return
+        if _body_checksum(kind, body) != body_checksum:
             raise JournalError(
-                f"{path}: the journal is corrupt at byte {offset} (a record that fails its "
-                f"checksum, with {len(data) - end} bytes after it): what it holds cannot be "
-                f"trusted; remove the file to start the round afresh (its reports are then lost)"
+                f"{path}: the journal is corrupt at byte {offset}: the record there is "
+                f"complete ({length} bytes of body) but its body fails its checksum, with "
+                f"{len(data) - end} bytes after it; {ADVICE}"
             )
         yield offset, kind, body, end
         offset = end
+
+
+def _check_magic(path: Path, data: bytes) -> None:
+    """JournalError unless ``data`` begins with :data:`MAGIC`; the message says whether it is
+    a journal of another format (the first one recognised by its header record)."""
+    if data.startswith(MAGIC):
+        return
+    if data.startswith(FORMAT_STEM):
+        other = data[: data.find(b"\n")].decode(errors="replace") if b"\n" in data else "?"
+        raise JournalError(
+            f"{path}: a journal of format {other!r}, and this shuffledp reads {FORMAT!r}: "
+            f"finish its round with the shuffledp that wrote it, or move it away to start the "
+            f"round afresh (what it holds is then lost)"
+        )
+    if _is_first_format(data):
+        raise JournalError(
+            f"{path}: a journal of the first format 'shuffledp-hop-journal/1' (no head "
+            f"checksums: a corrupt length would read as a torn tail), and this shuffledp reads "
+            f"only {FORMAT!r}: finish its round with the shuffledp that wrote it, or move it "
+            f"away to start the round afresh (what it holds is then lost)"
+        )
+    raise JournalError(
+        f"{path}: not a journal of format {FORMAT!r} (it does not begin with {MAGIC!r})"
+    )
+
+
+def _is_first_format(data: bytes) -> bool:
+    """Whether ``data`` begins with the HEADER record of a ``shuffledp-hop-journal/1`` file."""
+    if len(data) < V1_HEAD.size:
+        return False
+    length, kind, _ = V1_HEAD.unpack_from(data)
+    if kind != KIND_HEADER or V1_HEAD.size + length > len(data):
+        return False
+    try:
+        header = json.loads(data[V1_HEAD.size : V1_HEAD.size + length].decode())
+    except (UnicodeDecodeError, ValueError, RecursionError):
+        return False
+    return isinstance(header, dict) and header.get("format") == "shuffledp-hop-journal/1"
 
 
 def _header_record(identity: JournalIdentity) -> bytes:
@@ -390,13 +476,21 @@ def _header_record(identity: JournalIdentity) -> bytes:
     )
 
 
+def _fresh_file(identity: JournalIdentity) -> bytes:
+    """What a new journal file holds: the magic and the header record."""
+    return MAGIC + _header_record(identity)
+
+
 def read_journal(path: str | os.PathLike[str], identity: JournalIdentity) -> JournalContents:
     """The contents of the journal at ``path`` (see the module docstring).
 
-    An empty file, or one whose header record is torn (a crash while it was created, before
-    anything was acknowledged), reads as an empty journal. Raises JournalError if the file
-    cannot be read, is not a journal of this format, or belongs to another prefix, round,
-    stage, batch size, k or key (the message names the first field that differs).
+    An empty file, or one whose magic or header record is torn (a crash while it was created,
+    before anything was acknowledged), reads as an empty journal; a provably torn last record
+    is left out (``dropped_bytes``; this only reads, :meth:`HopJournal.open` sets it aside).
+    Raises JournalError if the file cannot be read, is corrupt (a head or a complete body that
+    fails its checksum: the message names the byte offset), is not a journal of this format (one
+    of the first format is named as such), or belongs to another prefix, round, stage, batch
+    size, k or key (the message names the first field that differs).
     """
     path = Path(path)
     try:
@@ -407,28 +501,21 @@ def read_journal(path: str | os.PathLike[str], identity: JournalIdentity) -> Jou
 
 
 def _parse(path: Path, data: bytes, identity: JournalIdentity) -> JournalContents:
+    fresh = _fresh_file(identity)
+    if len(data) < len(fresh) and fresh.startswith(data):
+        # Empty, or torn while its magic and header were written: nothing acknowledged yet.
+        return JournalContents(valid_bytes=0, dropped_bytes=len(data))
+    _check_magic(path, data)
     records = _records(path, data)
     first = next(records, None)
     if first is None:
-        if _header_record(identity).startswith(data):
-            # Empty, or torn while its header was written: nothing was acknowledged yet.
-            return JournalContents(valid_bytes=0, dropped_bytes=len(data))
-        raise JournalError(f"{path}: not a journal of format {FORMAT!r}, or its header is damaged")
+        raise JournalError(
+            f"{path}: the journal's header record is incomplete and is not the one this "
+            f"{identity.stage} would write (another stage's or settings' journal, torn while it "
+            f"was created); move it away to start the round afresh"
+        )
     _, kind, body, valid = first
-    header: Any = None
-    if kind == KIND_HEADER:
-        with contextlib.suppress(UnicodeDecodeError, ValueError, RecursionError):
-            header = json.loads(bytes(body).decode())
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        raise JournalError(f"{path}: not a journal of format {FORMAT!r}")
-    for name, value in identity.as_json().items():
-        if header.get(name) != value:
-            raise JournalError(
-                f"{path}: the journal belongs to {name} = {header.get(name)!r}, this "
-                f"{identity.stage} has {name} = {value!r}; run it with the settings and key "
-                f"that wrote it, or remove the file to start the round afresh (what it holds "
-                f"is then lost)"
-            )
+    _check_header(path, kind, body, identity)
     bursts: list[list[bytes]] = []
     closed: ClosedBatch | None = None
     closable = not identity.is_analyzer  # the analyzer journals no released batch
@@ -452,6 +539,25 @@ def _parse(path: Path, data: bytes, identity: JournalIdentity) -> JournalContent
     return JournalContents(
         bursts=bursts, closed=closed, valid_bytes=valid, dropped_bytes=len(data) - valid
     )
+
+
+def _check_header(path: Path, kind: int, body: memoryview, identity: JournalIdentity) -> None:
+    """JournalError unless the first record is this stage's HEADER (the message names the
+    first field that differs)."""
+    header: Any = None
+    if kind == KIND_HEADER:
+        with contextlib.suppress(UnicodeDecodeError, ValueError, RecursionError):
+            header = json.loads(bytes(body).decode())
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise JournalError(f"{path}: not a journal of format {FORMAT!r} (its header record)")
+    for name, value in identity.as_json().items():
+        if header.get(name) != value:
+            raise JournalError(
+                f"{path}: the journal belongs to {name} = {header.get(name)!r}, this "
+                f"{identity.stage} has {name} = {value!r}; run it with the settings and key "
+                f"that wrote it, or remove the file to start the round afresh (what it holds "
+                f"is then lost)"
+            )
 
 
 def replay(
@@ -494,21 +600,32 @@ class HopJournal:
 
     ``HopJournal.open(state_dir, identity)`` creates ``state_dir`` (mode 0700) if needed, opens
     or creates the journal (0600), takes its lock, reads what it holds (:attr:`contents`) and
-    cuts off a torn tail. ``append_inputs`` and ``append_closed`` return only once the record is
-    on disk (fsync). ``remove`` deletes the file (the round is forwarded); ``close`` keeps it.
-    Every OS failure is raised as JournalError naming the file. ``syncs``, ``bytes_written``
-    and ``sync_seconds`` (write + fsync time) measure what journaling cost this run.
+    sets a provably torn last record aside (:attr:`torn_file`) before cutting it off.
+    ``submit_inputs`` and ``submit_closed`` queue a record to the journal's writer thread and
+    return a future resolved once it is on disk (fsync); ``append_inputs`` and
+    ``append_closed`` wait for it. ``close`` waits for every queued record, then releases the
+    lock and keeps the file; ``remove`` waits the same way, then deletes it (the round is
+    forwarded). Every OS failure is raised as JournalError naming the file. ``syncs``,
+    ``bytes_written`` and ``sync_seconds`` (write + fsync time) measure what journaling cost
+    this run.
     """
 
-    def __init__(self, path: Path, fd: int, identity: JournalIdentity, contents: JournalContents):
+    def __init__(
+        self,
+        path: Path,
+        fd: int,
+        identity: JournalIdentity,
+        contents: JournalContents,
+        torn_file: Path | None = None,
+    ):
         self.path = path
         self._fd: int | None = fd
         self.identity = identity
         self.contents = contents
+        self.torn_file = torn_file
         self._closed_written = contents.closed is not None
-        self.bytes_written = 0
-        self.syncs = 0
-        self.sync_seconds = 0.0
+        self._lock = threading.Lock()  # the descriptor, against close and remove at once
+        self._writer = JournalWriter(fd, path, error=JournalError, name=f"journal-{path.name}")
 
     @classmethod
     def open(cls, state_dir: str | os.PathLike[str], identity: JournalIdentity) -> HopJournal:
@@ -533,33 +650,30 @@ class HopJournal:
                     f"{identity.stage} already running?)"
                 ) from None
             os.fchmod(fd, FILE_MODE)  # an existing file made with a wider mode is narrowed
-            size = os.fstat(fd).st_size
-            data = os.pread(fd, size, 0) if size else b""
-            contents = _parse(path, data, identity)
-            if contents.valid_bytes == 0:
-                # New, or torn while its header was written (nothing acknowledged yet).
-                os.ftruncate(fd, 0)
-                os.pwrite(fd, _header_record(identity), 0)
-                os.fsync(fd)
-                _fsync_directory(directory)
-                contents = JournalContents(
-                    valid_bytes=os.fstat(fd).st_size, dropped_bytes=contents.dropped_bytes
-                )
-            elif contents.dropped_bytes:
-                os.ftruncate(fd, contents.valid_bytes)
-                os.fsync(fd)
-            os.lseek(fd, 0, os.SEEK_END)
+            contents, torn_file = _recover(path, fd, identity)
         except JournalError:
             os.close(fd)
             raise
         except OSError as exc:
             os.close(fd)
             raise JournalError(f"{path}: cannot use the journal: {exc}") from exc
-        return cls(path, fd, identity, contents)
+        return cls(path, fd, identity, contents, torn_file)
 
     @property
     def has_closed(self) -> bool:
         return self._closed_written
+
+    @property
+    def syncs(self) -> int:
+        return self._writer.syncs
+
+    @property
+    def bytes_written(self) -> int:
+        return self._writer.bytes_written
+
+    @property
+    def sync_seconds(self) -> float:
+        return self._writer.sync_seconds
 
     def journaled_form(self, payloads: Iterable[bytes]) -> list[bytes]:
         """``payloads`` as they are journaled: a hop-0 input of the wrong length becomes b""
@@ -569,57 +683,59 @@ class HopJournal:
         length = self.identity.input_length
         return [bytes(p) if len(p) == length else b"" for p in payloads]
 
-    def append_inputs(self, payloads: Iterable[bytes]) -> int:
-        """Append one burst of inputs (journaled form) and fsync; returns the bytes written."""
+    def submit_inputs(self, payloads: Iterable[bytes]) -> Future[int]:
+        """Queue one burst of inputs (journaled form); the future resolves to the bytes written
+        once they are fsync'd. ``payloads`` is read now; encoding and checksumming happen on
+        the writer thread."""
         if self._closed_written:
             raise JournalError(f"{self.path}: the batch is closed, no input may be appended")
-        return self._append(KIND_INPUTS, encode_inputs(self.journaled_form(payloads)))
+        burst = list(payloads)
+        return self._writer.submit(
+            lambda: encode_record(KIND_INPUTS, encode_inputs(self.journaled_form(burst)))
+        )
 
-    def append_closed(self, batch: ClosedBatch) -> int:
-        """Append the released batch and fsync; at most once, and never by the analyzer."""
+    def submit_closed(self, batch: ClosedBatch) -> Future[int]:
+        """Queue the released batch (at most once, and never by the analyzer); no input may be
+        queued after it."""
         if self.identity.is_analyzer:
             raise JournalError(f"{self.path}: the analyzer journals no released batch")
         if self._closed_written:
             raise JournalError(f"{self.path}: the batch is already recorded as closed")
-        written = self._append(KIND_CLOSED, encode_closed(batch))
+        written = self._writer.submit(lambda: encode_record(KIND_CLOSED, encode_closed(batch)))
         self._closed_written = True
         return written
 
-    def _append(self, kind: int, body: bytes) -> int:
-        fd = self._require_open()
-        record = encode_record(kind, body)
-        began = time.perf_counter()
-        try:
-            view = memoryview(record)
-            while view:
-                done = os.write(fd, view)
-                view = view[done:]
-            os.fsync(fd)
-        except OSError as exc:
-            raise JournalError(f"{self.path}: cannot append to the journal: {exc}") from exc
-        self.sync_seconds += time.perf_counter() - began
-        self.bytes_written += len(record)
-        self.syncs += 1
-        return len(record)
+    def append_inputs(self, payloads: Iterable[bytes]) -> int:
+        """:meth:`submit_inputs` and wait: returns once the burst is on disk."""
+        return self.submit_inputs(payloads).result()
+
+    def append_closed(self, batch: ClosedBatch) -> int:
+        """:meth:`submit_closed` and wait: returns once the batch is on disk."""
+        return self.submit_closed(batch).result()
 
     def remove(self) -> None:
-        """Delete the journal (its round is forwarded, or its report published) and release
-        it."""
-        fd = self._require_open()
-        try:
-            self.path.unlink(missing_ok=True)
-            _fsync_directory(self.path.parent)
-        except OSError as exc:
-            raise JournalError(f"{self.path}: cannot remove the journal: {exc}") from exc
-        finally:
-            os.close(fd)
-            self._fd = None
+        """Wait for the queued records, then delete the journal (its round is forwarded, or its
+        report published) and release it. A ``.torn-*`` file set aside is kept."""
+        self._writer.stop()
+        with self._lock:
+            fd = self._require_open()
+            try:
+                self.path.unlink(missing_ok=True)
+                _fsync_directory(self.path.parent)
+            except OSError as exc:
+                raise JournalError(f"{self.path}: cannot remove the journal: {exc}") from exc
+            finally:
+                os.close(fd)
+                self._fd = None
 
     def close(self) -> None:
-        """Release the journal and keep the file (a restarted stage continues from it)."""
-        if self._fd is not None:
-            os.close(self._fd)
-            self._fd = None
+        """Wait for the queued records, then release the journal and keep the file (a
+        restarted stage continues from it). Idempotent."""
+        self._writer.stop()
+        with self._lock:
+            if self._fd is not None:
+                os.close(self._fd)
+                self._fd = None
 
     def _require_open(self) -> int:
         if self._fd is None:
@@ -631,6 +747,79 @@ class HopJournal:
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _recover(path: Path, fd: int, identity: JournalIdentity) -> tuple[JournalContents, Path | None]:
+    """Read the locked journal ``fd``; start it afresh if it is new (or torn while created),
+    or set a provably torn last record aside and cut it off. Returns what it holds and where
+    the torn bytes went (None if nothing was cut)."""
+    size = os.fstat(fd).st_size
+    data = os.pread(fd, size, 0) if size else b""
+    if len(data) != size:
+        raise JournalError(f"{path}: read {len(data)} of the journal's {size} bytes")
+    contents = _parse(path, data, identity)
+    torn_file: Path | None = None
+    if contents.valid_bytes == 0:
+        # New, or torn while its magic and header were written: what is there is a prefix of
+        # what is written now, so nothing is lost.
+        fresh = _fresh_file(identity)
+        os.pwrite(fd, fresh, 0)
+        os.fsync(fd)
+        _fsync_directory(path.parent)
+        contents = JournalContents(valid_bytes=len(fresh), dropped_bytes=contents.dropped_bytes)
+    elif contents.dropped_bytes:
+        torn_file = _set_aside(path, data[contents.valid_bytes :], contents.valid_bytes)
+        os.ftruncate(fd, contents.valid_bytes)
+        os.fsync(fd)
+        logger.warning(
+            "%s: a torn last record (a crash mid-append: never acknowledged) was cut off at byte "
+            "%d; its %d bytes are kept in %s",
+            path,
+            contents.valid_bytes,
+            contents.dropped_bytes,
+            torn_file,
+        )
+    os.lseek(fd, 0, os.SEEK_END)
+    return contents, torn_file
+
+
+def _set_aside(path: Path, torn: bytes, offset: int) -> Path:
+    """Write ``torn`` (cut from ``path`` at ``offset``) to ``<path>.torn-<offset>`` (0600,
+    fsync'd with its directory entry) and return where it went. A file of that name holding the
+    same bytes (a recovery that crashed before it cut the journal) is reused; one holding other
+    bytes is kept, and ``.<n>`` is appended to the name."""
+    for attempt in range(1, 1000):
+        suffix = f".torn-{offset}" if attempt == 1 else f".torn-{offset}.{attempt}"
+        target = path.with_name(path.name + suffix)
+        flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW
+        try:
+            fd = os.open(target, flags, FILE_MODE)
+        except FileExistsError:
+            if _holds(target, torn):
+                return target
+            continue
+        try:
+            view = memoryview(torn)
+            while view:
+                view = view[os.write(fd, view) :]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_directory(path.parent)
+        return target
+    raise JournalError(f"{path}: 999 files {path.name}.torn-{offset}.* exist already")
+
+
+def _holds(target: Path, expected: bytes) -> bool:
+    """Whether the regular file ``target`` (never followed if a symlink) holds ``expected``."""
+    try:
+        fd = os.open(target, os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW)
+    except OSError:
+        return False
+    try:
+        return os.fstat(fd).st_size == len(expected) and os.pread(fd, len(expected), 0) == expected
+    finally:
+        os.close(fd)
 
 
 def _fsync_directory(directory: Path) -> None:

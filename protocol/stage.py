@@ -76,7 +76,6 @@ __all__ = [
     "Readiness",
     "Stage",
     "split_burst",
-    "with_write",
 ]
 
 END_STATES = frozenset({"done", "refused", "failed"})
@@ -214,19 +213,6 @@ class Aside(Protocol):
 
 
 # --- asyncio shell ----------------------------------------------------------------------------
-
-
-async def with_write(work: Coroutine[Any, Any, Any], write: Callable[[], object]) -> None:
-    """Await ``work`` while ``write()`` runs in a worker thread (a burst offered while it is
-    journaled). If ``work`` fails or the stage is cancelled, the write in flight is waited for
-    before the error goes on: a journal closed while a thread still writes or fsyncs it keeps
-    its lock until that call returns, and a stage restarted at once would find it locked."""
-    written = asyncio.ensure_future(asyncio.to_thread(write))
-    try:
-        await asyncio.gather(work, asyncio.shield(written))
-    except BaseException:
-        await asyncio.wait([written])
-        raise
 
 
 class Stage:

@@ -45,7 +45,6 @@ counts from its new ``ready``.
 from __future__ import annotations
 
 import asyncio
-import functools
 import logging
 import os
 import time
@@ -70,7 +69,7 @@ from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
-from shuffledp.protocol.stage import CollectClock, Stage, with_write
+from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all, require_journaling
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
@@ -267,10 +266,10 @@ class _HopIntake:
             feed_inputs(hop, None, payloads)  # a thread hop would cost more than the peeling
         elif journal is None:
             await asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper)
-        else:
-            await with_write(
-                asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper),
-                functools.partial(journal.append_inputs, payloads),
+        else:  # journaled by the journal's writer thread while it is offered
+            written = asyncio.wrap_future(journal.submit_inputs(payloads))
+            await asyncio.gather(
+                asyncio.to_thread(feed_inputs, hop, assembler, payloads, mapper=mapper), written
             )
 
     def upstream_aborted(self) -> str | None:
@@ -445,7 +444,7 @@ async def _close(
             log=log,
             stages=stages,
         )
-        await asyncio.to_thread(journal.append_closed, batch)
+        await asyncio.wrap_future(journal.submit_closed(batch))
     return _Release(messages=messages, refused=refused, log=log, stages=stages, timed_out=timed_out)
 
 

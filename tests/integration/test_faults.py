@@ -24,6 +24,9 @@ acknowledgement and persistent session).
   session); and real processes: hop 0, or hop 1, killed with SIGKILL in the middle of a round of
   3,000 reports through 3 hops and restarted with the same arguments: the analyzer counts
   every report exactly once, its histogram equals the histogram of what the clients published;
+  hop 0 killed, one bit of a middle record's length flipped in its journal, restarted: refused
+  (exit 2, one line naming the offset, the file untouched), and once repaired, every report
+  counted once;
   ``shuffledp analyzer --state-dir`` killed with SIGKILL after journaling 10 of 30 frames (the
   test publishes the last hop's real output) and restarted counts each of 600 reports once.
 - Mosquitto with ``persistence true`` stopped and started again while clients are sending and
@@ -61,6 +64,7 @@ from shuffledp.protocol import decode_record, generate_keypair, message_length, 
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
 from shuffledp.protocol.journal import (
     KIND_CLOSED,
+    MAGIC,
     RECORD_HEAD,
     ClosedBatch,
     HopJournal,
@@ -177,7 +181,7 @@ def write_journal(directory: Path, identity: JournalIdentity, bursts: list[list[
 
 def record_ends(data: bytes) -> list[int]:
     """Offsets where each record ends (the header first), read from the length fields alone."""
-    ends, offset = [], 0
+    ends, offset = [], len(MAGIC)
     while offset < len(data):
         length = RECORD_HEAD.unpack_from(data, offset)[0]
         offset += RECORD_HEAD.size + length
@@ -246,6 +250,8 @@ def test_reopening_a_torn_journal_cuts_the_tail_and_appends_after_it(tmp_path: P
     with HopJournal.open(tmp_path, identity) as journal:
         assert len(journal.contents.bursts) == 2 and journal.contents.dropped_bytes == 7
         assert path.stat().st_size == ends[2]
+        assert journal.torn_file == tmp_path / f"{path.name}.torn-{ends[2]}"
+        assert journal.torn_file.read_bytes() == data[ends[2] : ends[2] + 7]
         journal.append_inputs([POOL[7]])
     contents = read_journal(path, identity)
     assert contents.bursts == [bursts[0], [POOL[1], b"", FOREIGN[0]], [POOL[7]]]
@@ -263,24 +269,25 @@ def test_a_torn_header_starts_a_fresh_journal(tmp_path: Path) -> None:
 
 
 def test_corruption_before_the_tail_is_refused_not_dropped(tmp_path: Path) -> None:
-    """A bad checksum with records after it is not a torn write (appends only): dropping it
-    would silently lose acknowledged reports, so the journal is refused, naming the offset."""
+    """A bad checksum is not a torn write (appends only, acknowledged after fsync): dropping it
+    would silently lose acknowledged reports, so the journal is refused, naming the offset, and
+    left as it was. The same flip in the last record's body, the record complete, is refused
+    too (a torn write ends the file early; it does not change a complete record)."""
     identity = identity_of(new_hop(0, expected_size=6))
     path = write_journal(tmp_path, identity, hop0_bursts())
-    data = bytearray(path.read_bytes())
-    ends = record_ends(bytes(data))
-    data[ends[1] + RECORD_HEAD.size + 3] ^= 0x01  # inside the second burst's body
-    path.write_bytes(bytes(data))
-    with pytest.raises(JournalError, match=rf"corrupt at byte {ends[1]}"):
-        read_journal(path, identity)
-    # The same flip in the last record is a torn tail: that record alone is dropped.
-    data = bytearray(path.read_bytes())
-    data[ends[1] + RECORD_HEAD.size + 3] ^= 0x01
-    data[ends[-2] + RECORD_HEAD.size + 3] ^= 0x01
-    path.write_bytes(bytes(data))
-    contents = read_journal(path, identity)
-    assert len(contents.bursts) == len(hop0_bursts()) - 1
-    assert contents.dropped_bytes == ends[-1] - ends[-2]
+    intact = path.read_bytes()
+    ends = record_ends(intact)
+    for record in (1, len(ends) - 1):  # the second burst, then the last one
+        data = bytearray(intact)
+        data[ends[record - 1] + RECORD_HEAD.size + 3] ^= 0x01  # inside that record's body
+        path.write_bytes(bytes(data))
+        message = rf"corrupt at byte {ends[record - 1]}: .* body fails its checksum"
+        with pytest.raises(JournalError, match=message):
+            read_journal(path, identity)
+        with pytest.raises(JournalError, match=message):
+            HopJournal.open(tmp_path, identity)
+        assert path.read_bytes() == bytes(data)  # nothing cut
+    assert sorted(p.name for p in tmp_path.iterdir()) == [path.name]  # nothing set aside
 
 
 def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> None:
@@ -416,7 +423,7 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     assert len(names) == 3
     (tmp_path / "junk").mkdir()
     (tmp_path / "junk" / identity.file_name).write_bytes(b"\x00" * 100)
-    with pytest.raises(JournalError, match="corrupt at byte 0"):
+    with pytest.raises(JournalError, match="not a journal of format"):
         HopJournal.open(tmp_path / "junk", identity)
     (tmp_path / "junk" / identity.file_name).write_text("some other file\n")
     with pytest.raises(JournalError, match="not a journal of format"):
@@ -1167,6 +1174,64 @@ async def test_hop0_killed_mid_round_and_restarted_loses_nothing(
                 _, err = await process.communicate()
             assert process.returncode == 0, err.decode()
             assert f"accepted {N_KILL}, forwarded {N_KILL}" in err.decode()
+    finally:
+        observer.cancel()
+        await round_.stop_all()
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_hop0_journal_with_a_flipped_length_bit_is_refused_and_nothing_is_lost(
+    mosquitto_url: str, tmp_path: Path
+) -> None:
+    """Issue 13's row: hop 0 killed mid-round, one bit flipped in the length field of a record
+    in the middle of its journal, then restarted. The first journal format read the huge length
+    as a torn tail and cut every acknowledged record after it (the round published short, exit
+    0). Now the restart exits 2 with one line naming the file and the byte offset, the journal is
+    left byte for byte, nothing is set aside, and the broker's session survives the refusal:
+    with the bit restored, the restarted hop completes the round with every report once."""
+    round_ = Round(mosquitto_url, tmp_path)
+    subscribed = asyncio.Event()
+    observer = asyncio.create_task(round_.observe(subscribed))
+    try:
+        await subscribed.wait()
+        analyzer = await round_.analyzer()
+        hops = [await round_.hop(i) for i in range(H)]
+        await round_.clients("clients-0", N_KILL // 2)
+        await _wait_journal(round_, 0, N_KILL // 8 * message_length(0, H), hops[0])
+        hops[0].send_signal(signal.SIGKILL)
+        await hops[0].wait()
+        journal = round_.journal(0)
+        assert journal is not None
+        intact = journal.read_bytes()
+        starts, offset = [], len(MAGIC)  # where each complete record begins
+        while offset + RECORD_HEAD.size <= len(intact):
+            starts.append(offset)
+            offset += RECORD_HEAD.size + RECORD_HEAD.unpack_from(intact, offset)[0]
+        assert len(starts) >= 3, "hop 0 journaled fewer than 2 bursts"
+        middle = starts[len(starts) // 2]
+        corrupt = bytearray(intact)
+        corrupt[middle + 3] ^= 0x01  # length + 2^32: past the end of the file
+        journal.write_bytes(bytes(corrupt))
+        await round_.clients("clients-1", N_KILL - N_KILL // 2)
+        refused = await round_.hop(0)
+        async with asyncio.timeout(60):
+            _, err = await refused.communicate()
+        assert refused.returncode == 2, err.decode()
+        lines = err.decode().strip().splitlines()
+        assert len(lines) == 1, lines
+        assert f"{journal.name}: the journal is corrupt at byte {middle}: the head" in lines[0]
+        assert journal.read_bytes() == bytes(corrupt)
+        assert [p.name for p in round_.state_dir(0).iterdir()] == [journal.name]
+        journal.write_bytes(intact)  # the operator repairs it
+        restarted = await round_.hop(0)
+        report = await _finish(round_, analyzer)
+        async with asyncio.timeout(30):
+            await observer
+        _check_exactly_once(round_, report, "hop-0")
+        async with asyncio.timeout(30):
+            _, err = await restarted.communicate()
+        assert restarted.returncode == 0, err.decode()
     finally:
         observer.cancel()
         await round_.stop_all()

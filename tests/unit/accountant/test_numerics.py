@@ -18,6 +18,7 @@ from shuffledp.accountant.numerics import (
     log_binom_sf,
     log_tail_relative_error,
     log_weight_error,
+    tilt_root,
 )
 
 
@@ -123,3 +124,14 @@ def test_binomial_window_bounds_the_dropped_mass(n: int, q: float) -> None:
     assert outside <= math.exp(log_dropped) * (1 + 1e-9)
     # Each dropped point weighs <= e^-60 of the mode, and there are at most n of them.
     assert log_dropped <= -60.0 + math.log(n) + 1e-9
+
+
+@pytest.mark.parametrize("p", [0.3, 0.1, 1e-3, 1e-12])
+def test_tilt_root_known_answer(p: float) -> None:
+    """G = +1 w.p. p, -1 w.p. 1 - p: the tilted mean p e^t - (1 - p) e^-t is 0 at
+    t = log((1 - p) / p) / 2; a mean already >= 0 gives 0; no negative atom gives 0."""
+    g = np.array([1.0, -1.0])
+    log_p = np.log(np.array([p, 1.0 - p]))
+    assert tilt_root(g, log_p) == pytest.approx(0.5 * math.log((1.0 - p) / p), rel=1e-11)
+    assert tilt_root(g, np.log(np.array([0.6, 0.4]))) == 0.0
+    assert tilt_root(np.array([1.0, 0.0]), np.log(np.array([0.5, 0.5]))) == 0.0

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,7 +15,7 @@ from typing import Any
 import pytest
 
 from shuffledp.protocol.runtime import NotReadyError, closing_time, decode_json, publish_state
-from shuffledp.protocol.stage import CollectClock, Readiness, Stage, split_burst, with_write
+from shuffledp.protocol.stage import CollectClock, Readiness, Stage, split_burst
 from shuffledp.protocol.topics import ingress_topic, progress_topic, status_topic
 from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message
 
@@ -269,37 +268,6 @@ async def test_started_tasks_deliver_results_and_errors_and_stop_with_the_stage(
     assert hanging.cancelled()  # the stage ended: its unfinished task was stopped
     payloads = [m.payload for m in drained(watch)]
     assert payloads[-1] == b""  # the status was cleared although the block failed
-
-
-@pytest.mark.asyncio
-@pytest.mark.parametrize("ending", ["cancelled", "failed"])
-async def test_with_write_lets_the_write_in_flight_finish_before_the_error_goes_on(
-    ending: str,
-) -> None:
-    """A journal closed under a write in flight keeps its lock until the write returns: the
-    stage's error (or cancellation) must come only once the write is over."""
-    started, finished = threading.Event(), threading.Event()
-
-    def write() -> None:
-        started.set()
-        time.sleep(0.3)
-        finished.set()
-
-    async def work() -> None:
-        while not started.is_set():
-            await asyncio.sleep(0.005)
-        if ending == "failed":
-            raise ValueError("peeling failed")
-        await asyncio.sleep(10)
-
-    task = asyncio.create_task(with_write(work(), write))
-    while not started.is_set():
-        await asyncio.sleep(0.005)
-    if ending == "cancelled":
-        task.cancel()
-    with pytest.raises(asyncio.CancelledError if ending == "cancelled" else ValueError):
-        await task
-    assert finished.is_set()
 
 
 @pytest.mark.asyncio
