@@ -47,6 +47,8 @@ __all__ = [
     "REPORT_SCHEMA",
     "AnalyzerTimings",
     "Baseline",
+    "Delivery",
+    "DeliveryLeg",
     "Estimate",
     "PrivacyBlock",
     "PublishedReport",
@@ -554,6 +556,130 @@ def require_stages(name: str, stages: object) -> Mapping[str, JsonObject]:
     return MappingProxyType(out)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DeliveryLeg:
+    """One leg of the round's delivery: ``source`` ("clients", "hop-0", ...) handed ``sent``
+    messages to ``sink`` ("hop-0", ..., "analyzer"), which counted (accepted) ``counted`` of
+    them and rejected ``rejected`` by reason (counted in the report's ``rejected``: a message a
+    stage screened out is accounted for, not lost). On the first leg ``sent`` is the round's
+    expected reports and ``rejected`` 0: what hop 0 rejects is not a genuine report."""
+
+    source: str
+    sink: str
+    sent: int
+    counted: int
+    rejected: int = 0
+
+    def __post_init__(self) -> None:
+        require_str("delivery.legs[].source", self.source)
+        require_str("delivery.legs[].sink", self.sink)
+        require_int("delivery.legs[].sent", self.sent, 0)
+        require_int("delivery.legs[].counted", self.counted, 0)
+        require_int("delivery.legs[].rejected", self.rejected, 0)
+
+    @property
+    def lost(self) -> int:
+        """Messages sent on this leg that its end neither counted nor rejected."""
+        return max(0, self.sent - self.counted - self.rejected)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "source": self.source,
+            "sink": self.sink,
+            "sent": self.sent,
+            "counted": self.counted,
+            "rejected": self.rejected,
+        }
+
+    @classmethod
+    def from_json(cls, data: object) -> DeliveryLeg:
+        keys = ("source", "sink", "sent", "counted", "rejected")
+        d = require_keys("delivery.legs[]", data, keys)
+        return cls(
+            source=require_str("delivery.legs[].source", d["source"]),
+            sink=require_str("delivery.legs[].sink", d["sink"]),
+            sent=require_integer("delivery.legs[].sent", d["sent"]),
+            counted=require_integer("delivery.legs[].counted", d["counted"]),
+            rejected=require_integer("delivery.legs[].rejected", d["rejected"]),
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Delivery:
+    """The round's accounting (``delivery``): ``expected`` reports (every enrolled client),
+    ``legs`` from the clients to the last stage that ran, ``counted`` at the end of the last
+    leg, ``lost`` = the legs' losses summed, ``clients_sent`` (what the client processes said
+    they sent, when hop 0 heard their claims), ``loss_accepted`` (published anyway with
+    ``--accept-loss``: only with a loss) and ``message`` (the loss's one line, exactly when
+    ``lost`` > 0)."""
+
+    expected: int
+    counted: int
+    lost: int
+    legs: tuple[DeliveryLeg, ...]
+    clients_sent: int | None = None
+    loss_accepted: bool = False
+    message: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "legs", tuple(self.legs))
+        require_int("delivery.expected", self.expected, 0)
+        require_int("delivery.counted", self.counted, 0)
+        optional(require_int, "delivery.clients_sent", self.clients_sent, low=0)
+        total = sum(leg.lost for leg in self.legs)
+        if self.lost != total:
+            raise InvalidParameterError(
+                f"delivery.lost must be the legs' losses summed, {total}, got {self.lost!r}"
+            )
+        if (self.message is not None) != (self.lost > 0):
+            raise InvalidParameterError(
+                f"delivery.message must be given exactly when reports were lost (lost = "
+                f"{self.lost}), got {self.message!r}"
+            )
+        optional(require_str, "delivery.message", self.message)
+        if not isinstance(self.loss_accepted, bool) or (self.loss_accepted and not self.lost):
+            raise InvalidParameterError(
+                f"delivery.loss_accepted must be a bool, true only with a loss (lost = "
+                f"{self.lost}), got {self.loss_accepted!r}"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "expected": self.expected,
+            "counted": self.counted,
+            "lost": self.lost,
+            "legs": [leg.to_json() for leg in self.legs],
+        }
+        _put(out, "clients_sent", self.clients_sent)
+        out["loss_accepted"] = self.loss_accepted
+        _put(out, "message", self.message)
+        return out
+
+    @classmethod
+    def from_json(cls, data: object) -> Delivery:
+        d = require_keys(
+            "delivery",
+            json_input("delivery", data),
+            ("expected", "counted", "lost", "legs", "loss_accepted"),
+            ("clients_sent", "message"),
+        )
+        legs = d["legs"]
+        if not isinstance(legs, list):
+            raise InvalidParameterError(f"delivery.legs must be a list, got {legs!r}")
+        accepted = d["loss_accepted"]
+        if not isinstance(accepted, bool):
+            raise InvalidParameterError(f"delivery.loss_accepted must be a bool, got {accepted!r}")
+        return cls(
+            expected=require_integer("delivery.expected", d["expected"]),
+            counted=require_integer("delivery.counted", d["counted"]),
+            lost=require_integer("delivery.lost", d["lost"]),
+            legs=tuple(DeliveryLeg.from_json(leg) for leg in legs),
+            clients_sent=optional(require_integer, "delivery.clients_sent", d.get("clients_sent")),
+            loss_accepted=accepted,
+            message=optional(require_str, "delivery.message", d.get("message")),
+        )
+
+
 #: Keys the published report adds to the report's.
 PUBLISHED_KEYS = ("schema", "stages", "timings")
 
@@ -561,18 +687,23 @@ PUBLISHED_KEYS = ("schema", "stages", "timings")
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PublishedReport:
     """What the analyzer publishes on the report topic (``"schema": "shuffledp/report/1"``):
-    the :class:`Report`, every stage's round log (``stages``), ``timings``, and at most one of
-    ``error`` (a hop refused the round: the histogram is empty) and ``warning`` (the deadline
-    passed; the report covers what was counted)."""
+    the :class:`Report`, every stage's round log (``stages``), ``timings``, the round's
+    accounting (``delivery``: absent in reports written before it existed), and at most one
+    of ``error`` (a stage refused the round, a loss without ``--accept-loss`` among the
+    reasons: the histogram is empty) and ``warning`` (the deadline passed, or a loss was
+    accepted; the report covers what was counted)."""
 
     report: Report
     stages: Mapping[str, JsonObject]
     timings: AnalyzerTimings
     error: str | None = None
     warning: str | None = None
+    delivery: Delivery | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", require_stages("stages", self.stages))
+        if self.delivery is not None and not isinstance(self.delivery, Delivery):
+            raise InvalidParameterError(f"delivery must be a Delivery, got {self.delivery!r}")
         optional(require_str, "error", self.error)
         optional(require_str, "warning", self.warning)
         if self.error is not None and self.warning is not None:
@@ -586,6 +717,8 @@ class PublishedReport:
         out["stages"] = {stage: dict(log) for stage, log in self.stages.items()}
         _put(out, "error", self.error)
         _put(out, "warning", self.warning)
+        if self.delivery is not None:
+            out["delivery"] = self.delivery.to_json()
         out["timings"] = self.timings.to_json()
         return out
 
@@ -595,7 +728,7 @@ class PublishedReport:
             "report",
             json_input("report", data),
             (*PUBLISHED_KEYS, *REPORT_KEYS),
-            (*UTILITY_KEYS, "error", "warning"),
+            (*UTILITY_KEYS, "error", "warning", "delivery"),
         )
         require_schema("report", d["schema"], REPORT_SCHEMA)
         return cls(
@@ -604,6 +737,7 @@ class PublishedReport:
             timings=AnalyzerTimings.from_json(d["timings"]),
             error=optional(require_str, "error", d.get("error")),
             warning=optional(require_str, "warning", d.get("warning")),
+            delivery=None if "delivery" not in d else Delivery.from_json(d["delivery"]),
         )
 
 

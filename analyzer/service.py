@@ -11,7 +11,10 @@
    for the reports actually counted; ``rejected`` sums every stage's rejections by reason,
    ``stages`` holds each hop's round log; publish it (JSON, retained) on the report topic and
    announce ``done``. If a hop refused the round, the report says so in ``error`` and holds no
-   histogram.
+   histogram. The report's ``delivery`` (:func:`~shuffledp.analyzer.delivery.account_delivery`)
+   compares every leg of the round; genuine reports lost refuse the round the same way (the
+   loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
+   with a ``warning`` saying so.
 
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
@@ -41,7 +44,8 @@ from typing import Any
 from nacl.public import PrivateKey
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
-from shuffledp.analyzer.records import AnalyzerTimings, PublishedReport
+from shuffledp.analyzer.delivery import account_delivery
+from shuffledp.analyzer.records import AnalyzerTimings, Delivery, PublishedReport
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.errors import InvalidParameterError
@@ -69,7 +73,10 @@ class AnalyzerSettings:
     """The analyzer's parameters for one round (validated on construction): k, eps0 of the
     clients' k-RR, ``n_expected`` clients, ``n_hops``, ``deadline`` (seconds after the last hop's first
     frame arrived; see ``closing_time``), and
-    the guarantee asked for: eps at ``target_delta`` (default) or the delta bracket at ``eps``."""
+    the guarantee asked for: eps at ``target_delta`` (default) or the delta bracket at ``eps``.
+    ``accept_loss`` (``--accept-loss``): publish the round even if fewer than ``n_expected``
+    reports were counted (the report says so); without it such a round is refused with the
+    loss's one line (``delivery.message``) and no histogram."""
 
     prefix: str
     round_id: int
@@ -80,6 +87,7 @@ class AnalyzerSettings:
     deadline: float
     target_delta: float = 1e-6
     eps: float | None = None
+    accept_loss: bool = False
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
@@ -94,6 +102,10 @@ class AnalyzerSettings:
         require_delta(self.target_delta)
         if self.eps is not None:
             require_eps(self.eps)
+        if not isinstance(self.accept_loss, bool):
+            raise InvalidParameterError(
+                f"--accept-loss must be True or False, got {self.accept_loss!r}"
+            )
 
 
 async def run_analyzer(
@@ -267,7 +279,7 @@ async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]
     )
     if intake.journal is not None:
         await asyncio.to_thread(intake.journal.remove)  # published: nothing left to recover
-    state = "refused" if (intake.assembler.log or {}).get("aborted") else "done"
+    state = "refused" if "error" in report else "done"
     await stage.announce(state, received=intake.analyzer.n_received)
 
 
@@ -319,6 +331,19 @@ def _report(
     """The round's published report as JSON (PublishedReport: build_report's Report with the
     stages' logs, the refusal or the deadline's warning, and the analyzer's timing)."""
     analyzer = intake.analyzer
+    delivery = account_delivery(
+        expected=settings.n_expected,
+        stages=stages,
+        n_hops=settings.n_hops,
+        received=analyzer.n_received,
+        rejected=sum(analyzer.rejected.values()),
+        accept_loss=settings.accept_loss,
+    )
+    aborted = (intake.assembler.log or {}).get("aborted")
+    error = f"the round was refused: {aborted}" if aborted else None
+    if delivery.lost and not delivery.loss_accepted:
+        # A smaller round is never published unknowingly; the loss's one line says why.
+        error = f"the round was refused: {delivery.message}"
     if randomness_name is None:
         names = {
             name: log.get("randomness")
@@ -327,12 +352,12 @@ def _report(
         }
         randomness_name = "; ".join(f"{k}: {v}" for k, v in names.items()) or "unknown"
         randomness_name += "; clients: not reported to the analyzer"
-    aborted = (intake.assembler.log or {}).get("aborted")
+    histogram = analyzer.histogram()
     report = build_report(
         round_id=settings.round_id,
         k=settings.k,
         eps0=settings.eps0,
-        histogram=analyzer.histogram(),
+        histogram=histogram * 0 if error is not None else histogram,
         n_expected=settings.n_expected,
         rejected=rejected,
         target_delta=settings.target_delta,
@@ -345,11 +370,24 @@ def _report(
         report=report,
         stages=stages,
         timings=AnalyzerTimings(analyzer_collect_seconds=round(collect_seconds, 6)),
-        error=f"the round was refused: {aborted}" if aborted else None,
-        warning=(
+        error=error,
+        warning=None if error is not None else _warning(settings, delivery, timed_out, analyzer),
+        delivery=delivery,
+    ).to_json()
+
+
+def _warning(
+    settings: AnalyzerSettings, delivery: Delivery, timed_out: bool, analyzer: AnalyzerRound
+) -> str | None:
+    """What a published report must say about itself: a loss accepted, or a deadline."""
+    if delivery.loss_accepted:
+        return (
+            f"{delivery.message}; published with --accept-loss: the report covers the "
+            f"{analyzer.n_received:,} reports counted, not the {settings.n_expected:,} expected"
+        )
+    if timed_out:
+        return (
             f"the analyzer's deadline ({settings.deadline} s) passed before the last hop's "
             f"batch was complete; the report covers the {analyzer.n_received} reports counted"
-            if timed_out and not aborted
-            else None
-        ),
-    ).to_json()
+        )
+    return None

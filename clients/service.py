@@ -10,6 +10,11 @@ a worker thread while the current chunk is published (libsodium releases the GIL
 the status and the progress are a :class:`~shuffledp.protocol.stage.Stage`'s; the publishing is
 a :class:`ReportPublisher`, which a simulation may wrap (``wrap``: the chaos clients of
 :mod:`shuffledp.simulations.pipeline.chaos`).
+
+A PUBACK is not delivery (protocol/receipts.py): with client authentication the process keeps
+its sealed reports until hop 0's receipts confirm them, resends what is missing, and raises
+ReportsLostError (``lost N of M reports between clients-j and hop-0``) if hop 0's final
+receipt still misses some, unless ``accept_loss`` (:mod:`shuffledp.clients.delivery`).
 """
 
 from __future__ import annotations
@@ -26,11 +31,14 @@ import numpy.typing as npt
 from nacl.public import PublicKey
 
 from shuffledp.clients.client import make_client_messages
+from shuffledp.clients.delivery import DeliveryOutcome, SentLedger, confirm_delivery
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials
+from shuffledp.protocol.delivery import ReportsLostError, leg_name, loss_line
+from shuffledp.protocol.receipts import Claim
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.stage import PROGRESS_INTERVAL, Stage
-from shuffledp.protocol.topics import ingress_topic, validate_prefix
+from shuffledp.protocol.topics import claim_topic, ingress_topic, receipt_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.validation import require_int, require_positive
@@ -52,7 +60,11 @@ CHUNK = 1000
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientSettings:
-    """Parameters of one client process for one round (validated on construction)."""
+    """Parameters of one client process for one round (validated on construction).
+
+    ``accept_loss`` (``--accept-loss``): end normally even if hop 0's final receipt shows
+    reports lost (else ReportsLostError); ``reclaim_interval`` > 0: seconds between claims
+    while hop 0 has not confirmed every report."""
 
     prefix: str
     round_id: int
@@ -61,6 +73,8 @@ class ClientSettings:
     name: str = "clients-0"
     max_in_flight: int = 128
     ready_timeout: float = 60.0
+    accept_loss: bool = False
+    reclaim_interval: float = 1.0
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
@@ -69,6 +83,11 @@ class ClientSettings:
         require_positive("eps0", self.eps0)
         require_int("max_in_flight", self.max_in_flight, 1, 65535)
         require_positive("ready_timeout", self.ready_timeout)
+        require_positive("reclaim_interval", self.reclaim_interval)
+        if not isinstance(self.accept_loss, bool):
+            raise InvalidParameterError(
+                f"--accept-loss must be True or False, got {self.accept_loss!r}"
+            )
         if not self.name or not all(c.isalnum() or c in "-_" for c in self.name):
             raise InvalidParameterError(
                 f"client process name must be letters, digits, '-' or '_', got {self.name!r}"
@@ -226,6 +245,8 @@ async def run_clients(
         name=name,
         downstream="hop-0",
     ) as stage:
+        if credentials is not None:  # hop 0 answers claims with receipts (clients/delivery.py)
+            await stage.subscribe(receipt_topic(settings.prefix, settings.round_id, name))
         await stage.announce("waiting")
         await stage.await_downstream(
             settings.ready_timeout, who=f"{name}: hop-0 of round {settings.round_id}"
@@ -236,24 +257,75 @@ async def run_clients(
             transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
         )
         publisher: Publisher = plain if wrap is None else wrap(plain, sealer)
-        await _send_all(stage, sealer, publisher, data)
+        ledger = SentLedger(int(data.size))
+        await _send_all(stage, sealer, publisher, data, ledger)
         seconds = time.monotonic() - started
-        result = {
+        delivery = await _deliver(stage, settings, ledger, credentials)
+        result: dict[str, Any] = {
             "sent": publisher.sent,
             "seconds": round(seconds, 6),
             "randomness": sealer.rng.name,
             "authenticated": credentials is not None,
             **publisher.summary(),
         }
-        await stage.announce("done", **result)
+        await _conclude(stage, settings, result, delivery)
     logger.info(
         "%s round %d: sent %d reports in %.2f s", name, settings.round_id, publisher.sent, seconds
     )
     return result
 
 
+async def _conclude(
+    stage: Stage, settings: ClientSettings, result: dict[str, Any], delivery: DeliveryOutcome | None
+) -> None:
+    """Announce ``done`` with ``result`` (and the delivery's outcome), or, if hop 0's final
+    receipt misses reports and the loss is not accepted, ``failed`` and ReportsLostError with
+    the loss's one line."""
+    if delivery is not None:
+        result["delivery"] = delivery.to_json()
+        if delivery.lost and not settings.accept_loss:
+            line = loss_line(delivery.lost, delivery.sent, leg_name(settings.name, "hop-0"))
+            await stage.announce("failed", error=line, **result)
+            raise ReportsLostError(line)
+    await stage.announce("done", **result)
+
+
+async def _deliver(
+    stage: Stage,
+    settings: ClientSettings,
+    ledger: SentLedger,
+    credentials: ProcessCredentials | None,
+) -> DeliveryOutcome | None:
+    """With client authentication: claims, receipts and resends until hop 0's answer is
+    known (clients/delivery.py). Without: one claim saying what was sent (hop 0 counts it for
+    its accounting; it cannot tell whose reports it took, so it sends no receipts)."""
+    prefix, round_id, name = settings.prefix, settings.round_id, settings.name
+    claim_at = claim_topic(prefix, round_id, name)
+    if credentials is None:
+        claim = Claim(seq=1, clients=ledger.clients, sent=ledger.sent, confirmed=True)
+        await stage.transport.publish(claim_at, claim.encode())
+        return None
+    return await confirm_delivery(
+        stage,
+        ledger,
+        process=credentials.process,
+        topics=(
+            claim_at,
+            receipt_topic(prefix, round_id, name),
+            ingress_topic(prefix, round_id, 0),
+        ),
+        max_in_flight=settings.max_in_flight,
+        reclaim_interval=settings.reclaim_interval,
+        away_timeout=settings.ready_timeout,
+    )
+
+
 async def _send_all(
-    stage: Stage, sealer: ClientSealer, publisher: Publisher, data: npt.NDArray[Any]
+    stage: Stage,
+    sealer: ClientSealer,
+    publisher: Publisher,
+    data: npt.NDArray[Any],
+    ledger: SentLedger,
 ) -> None:
     """Seal chunk i + 1 in a worker thread while chunk i is published; progress at most every
     PROGRESS_INTERVAL seconds, and once everything is sent."""
@@ -272,6 +344,7 @@ async def _send_all(
     for index in range(len(chunks)):
         assert pending is not None
         messages = await pending
+        ledger.record(starts[index], messages)  # kept until hop 0 confirms them
         pending = seal_ahead(index + 1)
         await publisher.send(messages, last=index + 1 == len(chunks))
         sent = publisher.sent

@@ -16,7 +16,14 @@ Every stage of the pipeline does the same few things around its own work:
   time, also while collecting, so a stage whose downstream is long ready does not wait at all;
   after ``ready_timeout`` seconds the stage announces ``failed`` and raises NotReadyError;
 - **settle**: acknowledge every message once it is dealt with (journaled, or not to be kept),
-  or the broker's window of unacknowledged messages fills up and it stops delivering.
+  or the broker's window of unacknowledged messages fills up and it stops delivering;
+- **drain before the deadline**: once the closing time has passed, a collecting stage still
+  takes what keeps arriving (a stage that was stalled finds its inbox, and the broker's queue,
+  full) and closes only after :data:`DRAIN_QUIET` seconds without input (at most one more
+  ``deadline``): a deadline never discards what was already delivered;
+- **aside** (hop 0): messages on other topics than the ingress (client processes' claims) go
+  to the stage's :class:`Aside`, which is also ticked at every progress and while the stage
+  serves after its batch is out (:meth:`Stage.serve`).
 
 The module is a pure core and a thin asyncio shell. The core decides without any I/O:
 :class:`Readiness` (is the downstream listening, from its status payloads), :class:`CollectClock`
@@ -61,7 +68,9 @@ from shuffledp.protocol.topics import status_topic
 from shuffledp.protocol.transport import AcknowledgingTransport, Message, Transport
 
 __all__ = [
+    "DRAIN_QUIET",
     "PROGRESS_INTERVAL",
+    "Aside",
     "CollectClock",
     "Intake",
     "Readiness",
@@ -69,8 +78,12 @@ __all__ = [
     "split_burst",
 ]
 
+END_STATES = frozenset({"done", "refused", "failed"})
+"""States a stage announces when it has ended its part of the round."""
 PROGRESS_INTERVAL = 0.5
 """Seconds between progress messages while a stage works."""
+DRAIN_QUIET = 1.0
+"""Past its closing time, a stage stops collecting once nothing came for this many seconds."""
 
 T = TypeVar("T")
 
@@ -88,13 +101,21 @@ class Readiness:
     stage: str
     topic: str
     ready: bool = False
+    state: str | None = None
+    """The last state it announced (None: none yet, or cleared: it left)."""
+    finished: bool = False
+    """True once it announced an end (``done``, ``refused``, ``failed``), even if it has
+    cleared its status since (a stage clears it right after: both may come in one read)."""
 
     def note(self, message: Message) -> bool:
         """Take ``message`` into account if it is the downstream's status; True iff it was."""
         if message.topic != self.topic:
             return False
         body = decode_json(message.payload)
-        self.ready = body is not None and body.get("state") in READY_STATES
+        state = None if body is None else body.get("state")
+        self.state = state if isinstance(state, str) else None
+        self.ready = self.state in READY_STATES
+        self.finished = self.finished or self.state in END_STATES
         return True
 
 
@@ -178,6 +199,19 @@ class Intake(Protocol):
     def counts(self) -> dict[str, Any]: ...
 
 
+class Aside(Protocol):
+    """What a stage does with messages on topics other than its ingress and its downstream's
+    status (hop 0: the client processes' claims). ``wants(topic)``: True for its topics;
+    ``note(message)``: take one (no I/O: called between bursts); ``tick()``: its periodic work
+    (hop 0 publishes the receipts due), at every progress and while the stage serves."""
+
+    def wants(self, topic: str) -> bool: ...
+
+    def note(self, message: Message) -> None: ...
+
+    async def tick(self) -> None: ...
+
+
 # --- asyncio shell ----------------------------------------------------------------------------
 
 
@@ -209,6 +243,7 @@ class Stage:
             else Readiness(downstream, status_topic(prefix, round_id, downstream))
         )
         self.ready_at: float | None = None
+        self.aside: Aside | None = None
         self._on_progress = on_progress
         self._acknowledging = transport if isinstance(transport, AcknowledgingTransport) else None
         self._group = asyncio.TaskGroup()
@@ -294,24 +329,44 @@ class Stage:
         """The inputs among ``messages``; the others are noted (a downstream status) and
         settled."""
         inputs, others = split_burst(messages, ingress)
-        if self.readiness is not None:
-            for message in others:
-                self.readiness.note(message)
+        for message in others:
+            self._note_other(message)
         self.settle(others)
         return inputs
 
+    def _note_other(self, message: Message) -> None:
+        """A message that is not an input: the downstream's status, or the aside's."""
+        if self.readiness is not None and self.readiness.note(message):
+            return
+        if self.aside is not None and self.aside.wants(message.topic):
+            self.aside.note(message)
+
     async def collect(self, intake: Intake, clock: CollectClock) -> bool:
         """Take inputs until ``intake.complete()`` or the clock's closing time; True iff the
-        closing time ended it (the deadline passed with the batch incomplete)."""
+        closing time ended it (the deadline passed with the batch incomplete). Past the closing
+        time it still takes what keeps arriving, and stops after DRAIN_QUIET seconds without
+        any input (at most one more deadline): what was delivered is never left unread."""
+        drain_until: float | None = None
+        last_input = 0.0
         while not intake.complete():
             now = time.monotonic()
-            if clock.expired(now):
-                return True
             if clock.progress_due(now):
                 await self.progress(**intake.counts())
-            message = await self._inbox.get(clock.wait(now))
-            if message is None:
-                continue
+                if self.aside is not None:
+                    await self.aside.tick()
+            if clock.expired(now):
+                if drain_until is None:
+                    drain_until, last_input = now + clock.deadline, now
+                end = min(last_input + DRAIN_QUIET, drain_until)
+                if now >= end:
+                    return True  # quiet, or one more deadline: nothing more is on its way
+                message = await self._inbox.get(min(end, clock.next_progress) - now)
+                if message is None:
+                    continue
+            else:
+                message = await self._inbox.get(clock.wait(now))
+                if message is None:
+                    continue
             # Every message that has already arrived, taken together (one thread hop,
             # parallel peeling, one journal fsync for the burst).
             burst = [message, *self._inbox.drain(intake.burst - 1)]
@@ -321,6 +376,9 @@ class Stage:
             clock.arrived(time.monotonic())
             await intake.take([item.payload for item in inputs])
             self.settle(inputs)
+            # Quiet is counted from when this burst was dealt with: what arrived while it was
+            # being taken is already waiting in the inbox and is taken next.
+            last_input = time.monotonic()
         return False
 
     async def await_downstream(self, timeout: float, *, who: str) -> None:
@@ -342,7 +400,45 @@ class Stage:
             message = await self._inbox.get(remaining)
             if message is not None:
                 self.settle([message])
-                readiness.note(message)
+                self._note_other(message)
+
+    async def next_message(self, timeout: float) -> Message | None:
+        """The next message that is neither the downstream's status (noted) nor the aside's
+        (handed to it), or None after ``timeout`` seconds (a client process reads its
+        receipts with it)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            message = await self._inbox.get(deadline - time.monotonic())
+            if message is None:
+                return None
+            self.settle([message])
+            if self.readiness is not None and self.readiness.note(message):
+                continue
+            if self.aside is not None and self.aside.wants(message.topic):
+                self.aside.note(message)
+                continue
+            return message
+
+    async def serve(self, done: Callable[[], bool], timeout: float) -> bool:
+        """Keep noting messages and ticking the aside every PROGRESS_INTERVAL until ``done()``
+        or ``timeout`` seconds; True iff ``done()`` (hop 0 answers claims after its batch is
+        out, until every client process has its final receipt)."""
+        give_up = time.monotonic() + timeout
+        while True:
+            if self.aside is not None:
+                await self.aside.tick()
+            if done():
+                return True
+            now = time.monotonic()
+            if now >= give_up:
+                return False
+            until = min(give_up, now + PROGRESS_INTERVAL)
+            while (left := until - time.monotonic()) > 0:
+                message = await self._inbox.get(left)
+                if message is None:
+                    break
+                self.settle([message])
+                self._note_other(message)
 
 
 async def _deliver(work: Coroutine[Any, Any, T], outcome: asyncio.Future[T]) -> None:

@@ -2,7 +2,10 @@
 
 Layout: ``{prefix}/round/{round_id}/hop/{hop_index}`` (hop ``hop_index`` subscribes, clients or
 hop ``hop_index - 1`` publish) and ``{prefix}/round/{round_id}/analyzer`` (the last hop publishes,
-the analyzer subscribes). Distinct (prefix, round, stage) give distinct topics, and none contains
+the analyzer subscribes). End-to-end delivery (protocol/receipts.py) adds one pair per client
+process ``clients-j``: ``.../claim/clients-j`` (the process says what it sent, hop 0 reads) and
+``.../receipt/clients-j`` (hop 0 says which of its clients it accepted, only that process
+reads). Distinct (prefix, round, stage) give distinct topics, and none contains
 a wildcard, so a subscription to one never receives another's messages.
 """
 
@@ -106,3 +109,20 @@ def _check_stage(stage: str) -> str:
             f"stage name must be non-empty letters, digits, '-' or '_', got {stage!r}"
         )
     return stage
+
+
+def claim_topic(prefix: str, round_id: int, process: str) -> str:
+    """Where client process ``process`` ("clients-0", ...) of round ``round_id`` says what it
+    sent (protocol/receipts.py: a Claim); ``process="+"`` gives hop 0's filter for every one."""
+    _check_round(round_id)
+    if process != "+":
+        _check_stage(process)
+    return f"{validate_prefix(prefix)}/round/{round_id}/claim/{process}"
+
+
+def receipt_topic(prefix: str, round_id: int, process: str) -> str:
+    """Where hop 0 of round ``round_id`` tells client process ``process`` which of its clients
+    it accepted (protocol/receipts.py: a Receipt)."""
+    _check_round(round_id)
+    _check_stage(process)
+    return f"{validate_prefix(prefix)}/round/{round_id}/receipt/{process}"

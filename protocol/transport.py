@@ -11,6 +11,10 @@ that is the whole interface (:class:`Transport`):
 - ``async for message in messages()``: every received message, in arrival order, as
   :class:`Message`.
 
+A transport may also say when the broker did not keep its session across a reconnect
+(:class:`SessionReporting`, ``sessions_lost``; read it with :func:`sessions_lost`): whatever the
+broker held for it is gone, and the stages repair that end to end (protocol/receipts.py).
+
 A transport may also take acknowledgements (:class:`AcknowledgingTransport`, ``ack(message)``):
 over MQTT with manual acknowledgement the broker redelivers a QoS 1 message, after a crash and a
 reconnect with the same persistent session, until it is acknowledged, so a stage that must not
@@ -18,7 +22,8 @@ lose what it received acknowledges only once that is on disk (the journal of a h
 analyzer; :func:`require_journaling` checks that a connection can do that).
 
 :class:`MemoryBroker` / :class:`MemoryTransport` implement it inside one event loop, for unit
-tests; :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
+tests (:class:`LossyMemoryBroker` drops a seeded share of deliveries, as a broker with a slow
+subscriber does); :mod:`shuffledp.protocol.mqtt` implements it over a real MQTT broker with aiomqtt.
 :func:`publish_all` keeps a bounded number of publishes in flight, which is what makes MQTT
 clients fast (docs/transport.md: about 100 us of client CPU per publish, mostly waiting).
 """
@@ -26,6 +31,7 @@ clients fast (docs/transport.md: about 100 us of client CPU per publish, mostly 
 from __future__ import annotations
 
 import asyncio
+import random
 from collections.abc import AsyncIterator, Iterable
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
@@ -35,12 +41,15 @@ from shuffledp.validation import require_int
 
 __all__ = [
     "AcknowledgingTransport",
+    "LossyMemoryBroker",
     "MemoryBroker",
     "MemoryTransport",
     "Message",
+    "SessionReporting",
     "Transport",
     "publish_all",
     "require_journaling",
+    "sessions_lost",
     "topic_matches",
 ]
 
@@ -76,6 +85,24 @@ class AcknowledgingTransport(Transport, Protocol):
     by itself)."""
 
     def ack(self, message: Message) -> None: ...
+
+
+@runtime_checkable
+class SessionReporting(Protocol):
+    """A transport that counts the reconnections after which the broker had not kept its
+    session (MQTT CONNACK with session present = 0 on a connection that asked for a persistent
+    one): its subscriptions and the messages queued for it are gone. A stage that sees
+    ``sessions_lost`` grow treats it as a loss to repair: a client process claims again and
+    resends what hop 0 has not accepted, hop 0 sends every client process a receipt (so each
+    resends what it is missing)."""
+
+    @property
+    def sessions_lost(self) -> int: ...
+
+
+def sessions_lost(transport: Transport) -> int:
+    """``transport.sessions_lost``, or 0 for a transport that does not report lost sessions."""
+    return transport.sessions_lost if isinstance(transport, SessionReporting) else 0
 
 
 def require_journaling(transport: Transport) -> AcknowledgingTransport:
@@ -186,6 +213,16 @@ class MemoryTransport:
         self._broker = broker
         self._filters: list[str] = []
         self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self.sessions_lost = 0
+
+    def lose_session(self) -> int:
+        """Tests: act as a reconnection to a broker that kept no session: the messages
+        received but not yet read are gone and ``sessions_lost`` grows (the subscriptions are
+        kept, as a transport subscribes again after a reconnect). Returns how many were lost."""
+        lost = self._queue.qsize()
+        self._queue = asyncio.Queue()
+        self.sessions_lost += 1
+        return lost
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         if not isinstance(payload, bytes | bytearray):
@@ -208,3 +245,36 @@ class MemoryTransport:
     def _deliver(self, topic: str, payload: bytes) -> None:
         if any(topic_matches(f, topic) for f in self._filters):
             self._queue.put_nowait(Message(topic, payload))
+
+    def _subscribed(self, topic: str) -> bool:
+        return any(topic_matches(f, topic) for f in self._filters)
+
+
+class LossyMemoryBroker(MemoryBroker):
+    """A :class:`MemoryBroker` that acknowledges every publish but drops each delivery of a
+    non-retained message whose topic matches one of ``drop_topics`` with probability ``rate``,
+    drawn from ``random.Random(seed)`` (seeded: a test sees the same drops every run). That is
+    what an MQTT broker does to a slow subscriber past its queue limit. Retained messages (the
+    stages' statuses) are never dropped. ``dropped`` counts the deliveries dropped."""
+
+    def __init__(self, *, rate: float, seed: int, drop_topics: tuple[str, ...] = ("#",)) -> None:
+        super().__init__()
+        if not 0.0 <= rate < 1.0:
+            raise InvalidParameterError(f"drop rate must be in [0, 1), got {rate!r}")
+        self.rate = rate
+        self.drop_topics = drop_topics
+        self.dropped = 0
+        self._random = random.Random(seed)
+
+    def _publish(self, topic: str, payload: bytes, retain: bool) -> None:
+        if retain or not any(topic_matches(f, topic) for f in self.drop_topics):
+            super()._publish(topic, payload, retain)
+            return
+        self.published += 1
+        for transport in self._transports:
+            if not transport._subscribed(topic):
+                continue
+            if self._random.random() < self.rate:
+                self.dropped += 1
+                continue
+            transport._deliver(topic, payload)

@@ -180,6 +180,7 @@ class HopRound:
                 )
         self._verifier = verifier
         self._reported: set[int] = set()
+        self._reported_log: list[int] = []  # the same ids, in the order they reported
         self._onion_length = message_length(hop_index, n_hops)
         envelope = ENVELOPE_SIZE if verifier is not None else 0
         self._screen = MessageScreen(self._onion_length + envelope)
@@ -243,6 +244,12 @@ class HopRound:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def reported_since(self, position: int) -> list[int]:
+        """The ids of the clients whose authentic report was taken (hop 0 with a verifier), in
+        the order they came, from the ``position``-th on (the receipts' source: a caller keeps
+        its position and reads only what is new). Empty once the round is closed."""
+        return self._reported_log[position:]
 
     # --- the round ---------------------------------------------------------------------------
 
@@ -331,6 +338,7 @@ class HopRound:
                 f"client {client_id} already reported in round {self._round_id}"
             )
         self._reported.add(client_id)
+        self._reported_log.append(client_id)
         return onion
 
     def _try_peel(self, data: bytes) -> bytes | str:
@@ -354,6 +362,7 @@ class HopRound:
         held, self._held = self._held, []
         self._screen.forget()
         self._reported = set()
+        self._reported_log = []
         if self._accepted < self._min_batch:
             raise BatchTooSmall(
                 round_id=self._round_id,

@@ -17,6 +17,14 @@
 4. wait for the downstream's ``ready``, publish the permuted batch as frames and the END frame
    carrying every stage's round log so far, announce ``done``.
 
+End-to-end delivery and accounting: hop 0 answers the client processes' claims with receipts
+(:class:`~shuffledp.shuffler.receipts.ReceiptDesk`, while collecting and, after its batch is
+out, until every process has its final receipt or ``linger`` seconds). At close every hop
+compares what it should have (hop 0: ``expected_size``; a later hop: its upstream's forwarded
+count) with what it accepted and rejected; a shortfall refuses the round with the loss's one
+line (``lost N of M reports between clients and hop-0``) unless ``accept_loss``. Past its
+deadline a hop still takes what was delivered (Stage.collect drains) before it closes.
+
 The round log of a hop (in the END frame, the status and the process's log): accepted, rejected
 by reason, forwarded, whether the deadline closed the round, the randomness used, timings.
 
@@ -47,7 +55,8 @@ from typing import Any
 from nacl.public import PrivateKey
 
 from shuffledp.errors import InvalidParameterError
-from shuffledp.protocol.client_auth import ClientVerifier
+from shuffledp.protocol.client_auth import ClientRoster, ClientVerifier
+from shuffledp.protocol.delivery import leg_name, loss_line
 from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
 from shuffledp.protocol.journal import (
     ClosedBatch,
@@ -65,6 +74,7 @@ from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_pr
 from shuffledp.protocol.transport import Transport, publish_all, require_journaling
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
+from shuffledp.shuffler.receipts import ReceiptDesk
 from shuffledp.validation import require_int, require_positive
 
 __all__ = ["HopResult", "HopSettings", "run_hop", "stage_name"]
@@ -91,7 +101,11 @@ class HopSettings:
     [1, expected_size]: below it the hop refuses to release; ``deadline`` > 0: when collection
     stops if the batch is not complete (``closing_time``: for hop 0 seconds after ``ready``, for
     a later hop seconds after the upstream's first frame); ``ready_timeout`` > 0: seconds to
-    wait for the downstream's ``ready`` before giving up.
+    wait for the downstream's ``ready`` before giving up. ``accept_loss`` (``--accept-loss``):
+    release a batch smaller than what this hop should have (hop 0: ``expected_size``; a later
+    hop: what its upstream forwarded) instead of refusing the round with the loss's one line;
+    ``linger`` > 0: seconds hop 0 keeps answering claims after its batch is out, until every
+    client process has its final receipt.
     """
 
     prefix: str
@@ -102,6 +116,8 @@ class HopSettings:
     min_batch: int
     deadline: float
     ready_timeout: float = 60.0
+    accept_loss: bool = False
+    linger: float = 10.0
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
@@ -112,6 +128,11 @@ class HopSettings:
         require_int("min_batch", self.min_batch, 1, self.expected_size, bound="[1, expected_size]")
         require_positive("deadline", self.deadline)
         require_positive("ready_timeout", self.ready_timeout)
+        if not isinstance(self.accept_loss, bool):
+            raise InvalidParameterError(
+                f"--accept-loss must be True or False, got {self.accept_loss!r}"
+            )
+        require_positive("linger", self.linger)
 
     @property
     def stage(self) -> str:
@@ -135,11 +156,22 @@ class HopSettings:
 @dataclass(slots=True, kw_only=True)
 class HopResult:
     """What a hop did in its round: ``log`` (this hop's round log), ``refused`` (why it
-    released nothing, or None), ``stages`` (every stage's log so far, this one included)."""
+    released nothing, or None: a loss not accepted is refused with its one line), ``stages``
+    (every stage's log so far, this one included)."""
 
     log: dict[str, Any]
     refused: str | None
     stages: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def lost(self) -> int:
+        """Genuine reports this hop should have had and did not (``log["lost"]``)."""
+        return int(self.log.get("lost", 0))
+
+    @property
+    def refused_for_loss(self) -> bool:
+        """True iff the round was refused because reports were lost (no ``accept_loss``)."""
+        return self.refused is not None and self.lost > 0 and not self.log.get("loss_accepted")
 
 
 async def run_hop(
@@ -194,7 +226,8 @@ async def run_hop(
             intake = _HopIntake(
                 settings=settings, hop=hop, assembler=assembler, journal=journal, mapper=mapper
             )
-            return await _run_hop(transport, settings, intake, source, on_progress)
+            roster = verifier.roster if verifier is not None else None
+            return await _run_hop(transport, settings, intake, source, on_progress, roster)
     finally:
         if journal is not None:
             journal.close()
@@ -292,6 +325,7 @@ async def _run_hop(
     intake: _HopIntake,
     source: RandomSource,
     on_progress: Callable[[dict[str, Any]], None] | None,
+    roster: ClientRoster | None,
 ) -> HopResult:
     journal = intake.journal
     resumed = journal.contents.closed if journal is not None else None
@@ -304,6 +338,20 @@ async def _run_hop(
         downstream=settings.downstream,
         on_progress=on_progress,
     ) as stage:
+        desk = None
+        if settings.hop_index == 0 and resumed is None:
+            # Hop 0 answers the client processes' claims (end-to-end delivery); a hop 0
+            # resumed after its release has forgotten who reported: it answers nothing.
+            desk = ReceiptDesk(
+                transport,
+                prefix=settings.prefix,
+                round_id=settings.round_id,
+                hop=intake.hop,
+                roster=roster,
+                expected_size=settings.expected_size,
+            )
+            stage.aside = desk
+            await stage.subscribe(desk.filter)
         await stage.subscribe(intake.ingress)
         started = await stage.announce_ready()
         log["ready_at"] = time.time()
@@ -311,11 +359,14 @@ async def _run_hop(
             timed_out = await _collect(stage, intake, started)
             collected = time.monotonic()
             await stage.progress(**intake.counts())
+            if desk is not None:
+                desk.close()
+                log.update(desk.log())
             release = await _close(settings, intake, log, timed_out, collected - started)
         else:
             collected = time.monotonic()
             release = _resume(settings, resumed, log)
-        await _forward(stage, settings, release, collected, journal)
+        await _forward(stage, settings, release, collected, journal, desk)
     _log_outcome(settings, release)
     return HopResult(log=release.log, refused=release.refused, stages=release.stages)
 
@@ -366,8 +417,11 @@ async def _close(
         log["upstream_complete"] = assembler.complete
     log["timed_out"] = timed_out
     if upstream_aborted is not None:
-        refused = f"upstream refused the round: {upstream_aborted}"
+        said = "upstream refused the round: "
+        refused = upstream_aborted if upstream_aborted.startswith(said) else said + upstream_aborted
     else:
+        refused = _account(settings, intake, log)
+    if refused is None:
         try:
             output = await asyncio.to_thread(hop.close)
             messages = output.messages
@@ -394,12 +448,43 @@ async def _close(
     return _Release(messages=messages, refused=refused, log=log, stages=stages, timed_out=timed_out)
 
 
+def _account(settings: HopSettings, intake: _HopIntake, log: dict[str, Any]) -> str | None:
+    """Compare what this hop should have with what it accepted (``should_have``, ``lost`` and
+    ``loss`` in its log): hop 0 should have every expected report, a later hop what its
+    upstream's END frame says it forwarded (the round's expected size if that never came).
+    The loss's one line if the round must be refused for it (no ``accept_loss``), else None."""
+    hop, assembler = intake.hop, intake.assembler
+    detail = ""
+    if assembler is None:
+        should, source = settings.expected_size, "clients"
+        if "clients_sent" in log:
+            detail = f"the client processes said they sent {int(log['clients_sent']):,}"
+    else:
+        source = stage_name(settings.hop_index - 1, settings.n_hops)
+        announced = assembler.expected_messages
+        if announced is None:
+            should, detail = settings.expected_size, f"{source}'s END frame never arrived"
+        else:
+            should = announced
+    log["should_have"] = should
+    # A later hop accounts for what it screened out (counted by reason); hop 0 does not: what
+    # it rejects is not a genuine report, and every expected one is owed.
+    screened = 0 if assembler is None else sum(hop.rejected.values())
+    lost = max(0, should - hop.accepted - screened)
+    if not lost:
+        return None
+    line = loss_line(lost, should, leg_name(source, settings.stage), detail)
+    log.update(lost=lost, loss=line, loss_accepted=settings.accept_loss)
+    return None if settings.accept_loss else line
+
+
 async def _forward(
     stage: Stage,
     settings: HopSettings,
     release: _Release,
     collected: float,
     journal: HopJournal | None,
+    desk: ReceiptDesk | None = None,
 ) -> None:
     """Once the downstream is ready: the batch as frames, the END frame with every stage's log
     so far, then ``done`` (or ``refused``)."""
@@ -426,6 +511,10 @@ async def _forward(
     if journal is not None:
         _journal_log(log, journal)
         await asyncio.to_thread(journal.remove)  # forwarded: nothing left to recover
+    if desk is not None and desk.answers:
+        # Every client process gets its final receipt before hop 0 says it is done.
+        settled = await stage.serve(desk.settled, settings.linger)
+        log.update(receipts_sent=desk.receipts_sent, receipts_settled=settled)
     await stage.announce("refused" if release.refused else "done", log=log)
 
 

@@ -10,7 +10,9 @@ Exit codes: 0 done; 2 bad input (one line on stderr: a flag, a missing key file,
 that cannot be written, all checked before the broker is contacted); 1 the broker could not be
 reached or refused this component's account, or another failure (one line); 3 the round was
 refused (a hop held fewer than its minimum batch, or an upstream hop refused); 4 a stage did not
-become ready in time; 130 interrupted.
+become ready in time; 5 genuine reports were lost (one line saying how many and where, e.g.
+``lost 1,613 of 20,000 reports between clients and hop-0``; ``--accept-loss`` publishes the
+smaller round instead, and the report says so); 130 interrupted.
 
 Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
 ``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
@@ -46,6 +48,7 @@ from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import NotReadyError
@@ -109,6 +112,13 @@ def _common(p: argparse.ArgumentParser) -> None:
         help="keep a persistent MQTT session and, if the broker goes away (a restarted "
         "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop or "
         f"the analyzer with --state-dir: {RECONNECT_SECONDS:g})",
+    )
+    p.add_argument(
+        "--accept-loss",
+        action="store_true",
+        help="go on with fewer reports than this stage should have (publish a smaller round "
+        "knowingly; the report says so); default: refuse the round, exit status 5, one line "
+        "saying how many reports were lost and where",
     )
     p.add_argument("--verbose", action="store_true", help="log debug detail on stderr")
 
@@ -417,6 +427,9 @@ def _run(args: argparse.Namespace, main: Any) -> int:
     except NotReadyError as exc:
         print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_NOT_READY
+    except ReportsLostError as exc:
+        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_LOST
     # MqttConnectionError (an unreachable broker, a refused login) and every other
     # ShuffledpError reach main(): one line, exit status 1 (2 for bad input).
     return code
@@ -461,6 +474,7 @@ def _run_hop(args: argparse.Namespace) -> int:
         expected_size=args.expected,
         min_batch=min_batch,
         deadline=args.deadline,
+        accept_loss=args.accept_loss,
     )
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
@@ -488,9 +502,14 @@ def _run_hop(args: argparse.Namespace) -> int:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
             )
+        if result.refused_for_loss:
+            print(f"shuffledp hop: error: {result.refused}", file=sys.stderr)
+            return EXIT_LOST
         if result.refused:
             print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
             return EXIT_REFUSED
+        if result.lost:
+            print(f"shuffledp hop: warning: {result.log['loss']} (--accept-loss)", file=sys.stderr)
         return 0
 
     return _run(args, main())
@@ -512,6 +531,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         target_delta=args.delta,
         eps=args.eps,
+        accept_loss=args.accept_loss,
     )
 
     username, password = _credentials(args, "analyzer")
@@ -536,6 +556,10 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text + "\n", encoding="utf-8")
         print(text, flush=True)
+        delivery = report.get("delivery") or {}
+        if "error" in report and delivery.get("lost") and not delivery.get("loss_accepted"):
+            print(f"shuffledp analyzer: error: {delivery.get('message')}", file=sys.stderr)
+            return EXIT_LOST
         return EXIT_REFUSED if "error" in report else 0
 
     return _run(args, main())
@@ -569,6 +593,7 @@ def _run_clients(args: argparse.Namespace) -> int:
         name=args.name,
         max_in_flight=args.max_in_flight,
         ready_timeout=args.ready_timeout,
+        accept_loss=args.accept_loss,
     )
 
     process = None if args.no_auth else _client_process_index(args.name)

@@ -36,6 +36,7 @@ from shuffledp.errors import (
     OutsideConditionsError,
     ShuffledpError,
 )
+from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 
 __all__ = ["EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
 
@@ -82,6 +83,8 @@ def exit_status(error: BaseException) -> int | None:
     """The exit status for ``error``, or None for an error that is a bug (shown in full)."""
     if isinstance(error, InvalidParameterError | OutsideConditionsError):
         return EXIT_USAGE
+    if isinstance(error, ReportsLostError):
+        return EXIT_LOST
     if isinstance(error, OperationalError | ShuffledpError | OSError):
         return EXIT_FAILURE
     return None

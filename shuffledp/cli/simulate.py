@@ -122,6 +122,13 @@ def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="SECONDS",
         help="stop the whole run after this many seconds (default: from --deadline and --hops)",
     )
+    p.add_argument(
+        "--accept-loss",
+        action="store_true",
+        help="publish the round even if some reports were lost on the way (the report says how "
+        "many and where); default: refuse it, exit status 5 and one line saying how many "
+        "reports were lost and where",
+    )
 
 
 def _add_data_arguments(p: argparse._ArgumentGroup) -> None:
@@ -239,6 +246,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         auth=not args.no_auth,
         tls_ca=args.tls_ca,
+        accept_loss=args.accept_loss,
     )
     display = None if args.quiet else _ProgressDisplay(options)
     try:

@@ -19,8 +19,10 @@ writes ``DIR/access/``:
 - ``acl`` (0600): the Mosquitto ACL file (``user NAME`` then ``topic read|write FILTER``
   lines); the embedded broker reads the same file. Rules, with ``R = P/round/+``:
   clients-j write ``R/hop/0`` and their own ``R/status/clients-j``, ``R/progress/clients-j``,
-  and read ``R/status/hop-0``; hop-i reads ``R/hop/i`` and its downstream's status, writes its
-  downstream's ingress (``R/hop/{i+1}`` or ``R/analyzer``) and its own status and progress; the
+  ``R/claim/clients-j``, and read ``R/status/hop-0`` and their own ``R/receipt/clients-j``;
+  hop-i reads ``R/hop/i`` and its downstream's status, writes its downstream's ingress
+  (``R/hop/{i+1}`` or ``R/analyzer``) and its own status and progress, and hop-0 also reads
+  ``R/claim/+`` and writes ``R/receipt/+`` (end-to-end delivery, protocol/receipts.py); the
   analyzer reads ``R/analyzer``, writes ``R/report`` and its own status and progress; the
   monitor reads ``R/status/+``, ``R/progress/+`` and ``R/report`` and writes ``R/status/+`` and
   ``R/report`` (only to clear retained messages after a round). Nothing else is allowed.
@@ -149,8 +151,11 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
         rules.append(
             AccessRules(
                 identity=stage,
-                read=(f"{root}/hop/{i}", f"{root}/status/{downstream}"),
-                write=(egress, f"{root}/status/{stage}", f"{root}/progress/{stage}"),
+                # hop 0 also reads every client process's claims and writes their receipts
+                read=(f"{root}/hop/{i}", f"{root}/status/{downstream}")
+                + ((f"{root}/claim/+",) if i == 0 else ()),
+                write=(egress, f"{root}/status/{stage}", f"{root}/progress/{stage}")
+                + ((f"{root}/receipt/+",) if i == 0 else ()),
             )
         )
     rules.append(
@@ -172,8 +177,13 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
         rules.append(
             AccessRules(
                 identity=stage,
-                read=(f"{root}/status/hop-0",),
-                write=(f"{root}/hop/0", f"{root}/status/{stage}", f"{root}/progress/{stage}"),
+                read=(f"{root}/status/hop-0", f"{root}/receipt/{stage}"),
+                write=(
+                    f"{root}/hop/0",
+                    f"{root}/status/{stage}",
+                    f"{root}/progress/{stage}",
+                    f"{root}/claim/{stage}",
+                ),
             )
         )
     return tuple(rules)

@@ -5,7 +5,7 @@
 timings, what the simulation ran (:class:`SimulationInfo`) and, with ``--chaos``, what was
 injected and killed (:class:`ChaosSummary`). Its JSON carries ``"schema":
 "shuffledp/round-log/1"`` and is otherwise the report's keys followed by ``stages``,
-``warning`` (if any), ``chaos`` (with --chaos), ``timings``, ``simulation`` and, from the Python
+``warning`` (if any), ``delivery`` (the round's accounting), ``chaos`` (with --chaos), ``timings``, ``simulation`` and, from the Python
 API, ``randomness_source``: every key is in
 docs/report-schema.md. Records are frozen, validated when built (rule and value named), and
 ``from_json(r.to_json()) == r``; unknown and missing keys are refused.
@@ -20,6 +20,7 @@ from typing import Any
 from shuffledp.analyzer.records import (
     REPORT_KEYS,
     UTILITY_KEYS,
+    Delivery,
     Report,
     require_schema,
     require_stages,
@@ -308,6 +309,8 @@ class RoundLog:
     simulation: SimulationInfo
     warning: str | None = None
     chaos: ChaosSummary | None = None
+    #: The round's accounting (the analyzer's ``delivery``), when the analyzer gave it.
+    delivery: Delivery | None = None
     #: Set by the Python API (``shuffledp.simulate``): which kind of randomness drove the run.
     randomness_source: str | None = None
 
@@ -329,6 +332,8 @@ class RoundLog:
         out["stages"] = {stage: dict(log) for stage, log in self.stages.items()}
         if self.warning is not None:
             out["warning"] = self.warning
+        if self.delivery is not None:
+            out["delivery"] = self.delivery.to_json()
         if self.chaos is not None:
             out["chaos"] = self.chaos.to_json()
         out["timings"] = self.timings.to_json()
@@ -343,7 +348,7 @@ class RoundLog:
             "round log",
             json_input("round log", data),
             ("schema", *REPORT_KEYS, *REQUIRED_UTILITY_KEYS, "stages", "timings", "simulation"),
-            ("IBU_distribution", "warning", "chaos", "randomness_source"),
+            ("IBU_distribution", "warning", "delivery", "chaos", "randomness_source"),
         )
         require_schema("round log", d["schema"], ROUND_LOG_SCHEMA)
         return cls(
@@ -352,6 +357,7 @@ class RoundLog:
             timings=RoundTimings.from_json(d["timings"]),
             simulation=SimulationInfo.from_json(d["simulation"]),
             warning=optional(require_str, "warning", d.get("warning")),
+            delivery=Delivery.from_json(d["delivery"]) if "delivery" in d else None,
             chaos=ChaosSummary.from_json(d["chaos"]) if "chaos" in d else None,
             randomness_source=optional(
                 require_str, "randomness_source", d.get("randomness_source")

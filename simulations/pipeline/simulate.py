@@ -48,6 +48,7 @@ from shuffledp.accountant.mechanism import check_range, require_delta, require_e
 from shuffledp.analyzer.records import PublishedReport
 from shuffledp.analyzer.report import build_report
 from shuffledp.errors import InvalidParameterError, OperationalError
+from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
@@ -74,6 +75,7 @@ from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "PipelineSession",
+    "RoundLossError",
     "RoundRefusedError",
     "SimulationError",
     "SimulationOptions",
@@ -86,6 +88,8 @@ the session's accounts and ACLs unless auth is off)."""
 
 
 GRACE_SECONDS = 5.0
+EXIT_REFUSED = 3
+"""Exit status of a stage command whose round was refused (shuffledp/cli/components.py)."""
 BROKER_START_TIMEOUT = 20.0
 
 
@@ -95,6 +99,11 @@ class SimulationError(OperationalError):
 
 class RoundRefusedError(SimulationError):
     """The round was refused (below the minimum batch size): nothing was published."""
+
+
+class RoundLossError(RoundRefusedError, ReportsLostError):
+    """Genuine reports were lost and ``accept_loss`` was not set: the round was refused; the
+    message is the loss's one line (how many, and between which stages). Exit status 5."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -129,6 +138,8 @@ class SimulationOptions:
     chaos: bool = False
     #: CA certificates (PEM) to verify an ``mqtts://`` broker with (``--tls-ca``); needs one.
     tls_ca: Path | None = None
+    #: Publish a round with fewer reports than sent (``--accept-loss``; the report says so).
+    accept_loss: bool = False
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -161,6 +172,10 @@ class SimulationOptions:
             client_tls_context(self.tls_ca)  # TlsError naming the file, before anything starts
         if self.seed is not None:
             require_int("seed", self.seed, 0)
+        if not isinstance(self.accept_loss, bool):
+            raise InvalidParameterError(
+                f"--accept-loss must be True or False, got {self.accept_loss!r}"
+            )
         require_int("client_processes", self.client_processes, 1, 64)
         if self.n is not None and self.client_processes > self.n:
             raise InvalidParameterError(
@@ -423,8 +438,7 @@ class PipelineSession:
             outcome = await self._launch_and_watch(plan, children, on_progress)
             await _stop_all(children, GRACE_SECONDS)
             published = PublishedReport.from_json(outcome.report)
-            if published.error is not None:
-                raise RoundRefusedError(f"the round was refused: {published.error}")
+            _check_delivery(published, plan.n, self.options.accept_loss)
             return self._final_report(plan, outcome, published, dataset_label, started)
         finally:
             await _stop_all(children, 0.0)
@@ -471,6 +485,8 @@ class PipelineSession:
         common += ["--round", str(round_id)]
         if not options.auth:
             common.append("--no-auth")
+        if options.accept_loss:
+            common.append("--accept-loss")
         if options.tls_ca is not None:
             common += ["--tls-ca", os.path.abspath(options.tls_ca)]
         return common
@@ -565,6 +581,7 @@ class PipelineSession:
             report=final,
             stages=published.stages,
             warning=published.warning,
+            delivery=published.delivery,
             chaos=plan.faults.summarize(
                 published.stages, seen.states, final.n_received, n, outcome.fault
             ),
@@ -590,6 +607,25 @@ class PipelineSession:
                 min_batch=min_batch,
             ),
         ).to_json()
+
+
+def _check_delivery(published: PublishedReport, n: int, accept_loss: bool) -> None:
+    """The launcher's final check: every one of the ``n`` reports sent was counted, or the
+    round is refused: RoundLossError naming how many were lost and where (unless
+    ``accept_loss`` and the report says it was accepted), RoundRefusedError for another
+    refusal."""
+    delivery = published.delivery
+    if published.error is not None:
+        if delivery is not None and delivery.lost and not delivery.loss_accepted:
+            raise RoundLossError(f"the round was refused: {delivery.message}")
+        raise RoundRefusedError(f"the round was refused: {published.error}")
+    counted = published.report.n_received
+    if counted < n and not accept_loss:
+        where = delivery.message if delivery is not None and delivery.message else None
+        raise RoundLossError(
+            f"the round was refused: {where or f'lost {n - counted:,} of {n:,} reports'} "
+            "(the analyzer published a smaller round without --accept-loss)"
+        )
 
 
 def _round_values(values: npt.ArrayLike, k: int) -> npt.NDArray[Any]:
@@ -884,7 +920,9 @@ async def _watch(
     while True:
         for child in children:
             code = child.process.returncode
-            if code is not None and code != 0 and child.name != "analyzer":
+            # A stage that refused the round (3) or found reports lost (5) has told its
+            # downstream: the analyzer's report says why.
+            if code not in (None, 0, EXIT_REFUSED, EXIT_LOST) and child.name != "analyzer":
                 raise SimulationError(f"{child.name} exited with code {code}:\n{child.log_tail()}")
         if time.monotonic() > stop_at:
             raise SimulationError(
@@ -894,7 +932,7 @@ async def _watch(
         message = await inbox.get(0.25)
         if message is None:
             analyzer = children[0]
-            if analyzer.process.returncode not in (None, 0, 3):
+            if analyzer.process.returncode not in (None, 0, EXIT_REFUSED, EXIT_LOST):
                 raise SimulationError(
                     f"analyzer exited with code {analyzer.process.returncode}:\n"
                     f"{analyzer.log_tail()}"

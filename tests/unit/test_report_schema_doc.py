@@ -14,6 +14,8 @@ from shuffledp.analyzer.records import (
     REPORT_KEYS,
     UTILITY_KEYS,
     Baseline,
+    Delivery,
+    DeliveryLeg,
     PrivacyBlock,
     PublishedReport,
     TVDistance,
@@ -70,6 +72,8 @@ def test_every_key_is_documented() -> None:
     keys |= {"timings", "simulation", "chaos", "note", "distribution", "counts"}
     keys |= {"randomness_source", "path", "dataset"}
     keys |= set(PrivacyBlock.__dataclass_fields__) | set(Baseline.__dataclass_fields__)
+    keys |= set(Delivery.__dataclass_fields__) | {"delivery"}
+    keys |= set(DeliveryLeg.__dataclass_fields__)
     keys |= set(RoundTimings.KEYS) | set(SimulationInfo.__dataclass_fields__)
     keys |= set(ChaosSummary.__dataclass_fields__) | set(HopKill.__dataclass_fields__)
     keys |= {field.name for field in fields(BoundResult)} | {"mechanism", "query", "results"}

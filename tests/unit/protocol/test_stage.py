@@ -268,3 +268,78 @@ async def test_started_tasks_deliver_results_and_errors_and_stop_with_the_stage(
     assert hanging.cancelled()  # the stage ended: its unfinished task was stopped
     payloads = [m.payload for m in drained(watch)]
     assert payloads[-1] == b""  # the status was cleared although the block failed
+
+
+@pytest.mark.asyncio
+async def test_a_stage_past_its_deadline_still_takes_what_was_delivered() -> None:
+    """A stalled stage (its closing time passed before it read anything) drains its inbox, and
+    what keeps arriving, before it applies the deadline: nothing delivered is left unread."""
+    broker = MemoryBroker()
+    intake = Counter(expected=20)
+    async with stage_on(broker.connect()) as stage:
+        await stage.subscribe(INGRESS)
+        ready_at = await stage.announce_ready()
+        await send(broker, [bytes([i]) for i in range(7)])  # queued while it was stalled
+        clock = CollectClock(stage_index=0, deadline=1.0, ready_at=ready_at - 100.0)
+        assert clock.expired(time.monotonic())
+        later = asyncio.get_running_loop().call_later(
+            0.2, lambda: asyncio.ensure_future(send(broker, [b"x", b"y"]))
+        )
+        timed_out = await stage.collect(intake, clock)
+        later.cancel()
+    assert timed_out is True
+    assert intake.taken == [bytes([i]) for i in range(7)] + [b"x", b"y"]
+
+
+class Claims:
+    """An Aside taking the messages under ``claims/#``, ticked at every progress."""
+
+    def __init__(self) -> None:
+        self.noted: list[bytes] = []
+        self.ticks = 0
+
+    def wants(self, topic: str) -> bool:
+        return topic.startswith("claims/")
+
+    def note(self, message: Message) -> None:
+        self.noted.append(message.payload)
+
+    async def tick(self) -> None:
+        self.ticks += 1
+
+
+@pytest.mark.asyncio
+async def test_the_aside_gets_its_messages_while_collecting_and_serving() -> None:
+    broker = MemoryBroker()
+    intake = Counter(expected=3)
+    aside = Claims()
+    async with stage_on(broker.connect()) as stage:
+        stage.aside = aside
+        await stage.subscribe(INGRESS)
+        await stage.subscribe("claims/#")
+        ready_at = await stage.announce_ready()
+        await send(broker, [b"c1"], topic="claims/a")
+        await send(broker, [b"1", b"2", b"3"])
+        clock = CollectClock(stage_index=0, deadline=30.0, ready_at=ready_at, interval=0.05)
+        assert await stage.collect(intake, clock) is False
+        await send(broker, [b"c2"], topic="claims/b")
+        assert await stage.serve(lambda: len(aside.noted) == 2, timeout=30.0) is True
+        assert await stage.serve(lambda: False, timeout=0.2) is False
+    assert intake.taken == [b"1", b"2", b"3"]  # the claims are never inputs
+    assert aside.noted == [b"c1", b"c2"]
+    assert aside.ticks >= 2  # serve ticks first, then every interval
+
+
+def test_readiness_remembers_that_the_stage_finished_after_it_cleared_its_status() -> None:
+    topic = status_topic(PREFIX, ROUND, "hop-0")
+    readiness = Readiness("hop-0", topic)
+    states = [b'{"state": "ready"}', b'{"state": "done"}', b""]
+    seen = []
+    for payload in states:
+        readiness.note(Message(topic, payload))
+        seen.append((readiness.state, readiness.ready, readiness.finished))
+    assert seen == [("ready", True, False), ("done", False, True), (None, False, True)]
+    crashed = Readiness("hop-0", topic)
+    for payload in (b'{"state": "ready"}', b""):  # its will cleared it: not an end
+        crashed.note(Message(topic, payload))
+    assert (crashed.state, crashed.ready, crashed.finished) == (None, False, False)

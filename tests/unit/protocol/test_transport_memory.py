@@ -19,10 +19,12 @@ import pytest
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.runtime import Inbox, decode_json
 from shuffledp.protocol.transport import (
+    LossyMemoryBroker,
     MemoryBroker,
     MemoryTransport,
     Message,
     publish_all,
+    sessions_lost,
     topic_matches,
 )
 
@@ -410,3 +412,56 @@ def test_decode_json(payload: bytes, expected: dict[str, str] | None) -> None:
 
 def test_decode_json_of_a_deeply_nested_payload_is_none() -> None:
     assert decode_json(b"[" * 100_000) is None
+
+
+# --- a broker that drops, a lost session --------------------------------------------------------
+
+
+async def lossy_round(seed: int) -> tuple[list[bytes], int, LossyMemoryBroker]:
+    broker = LossyMemoryBroker(rate=0.1, seed=seed, drop_topics=("drop/#",))
+    sender, receiver = broker.connect(), broker.connect()
+    await receiver.subscribe("#")
+    for index in range(2000):
+        await sender.publish("drop/x", index.to_bytes(2, "big"))
+    for _index in range(50):
+        await sender.publish("keep/x", b"k")  # not a dropped topic
+    await sender.publish("drop/status", b"retained", retain=True)  # retained: never dropped
+    got = []
+    while not receiver._queue.empty():
+        got.append(receiver._queue.get_nowait().payload)
+    return got, broker.dropped, broker
+
+
+@pytest.mark.asyncio
+async def test_the_lossy_broker_drops_a_seeded_tenth_of_its_topics_deliveries_only() -> None:
+    got, dropped, broker = await lossy_round(7)
+    assert got.count(b"k") == 50 and got[-1] == b"retained"
+    delivered = [p for p in got if p not in (b"k", b"retained")]
+    assert len(delivered) + dropped == 2000  # every delivery either arrives or is counted
+    assert broker.published == 2051
+    # Binomial(2000, 0.1): mean 200, sd 13.4; outside [140, 260] has probability < 1e-5.
+    assert 140 <= dropped <= 260
+    assert delivered == sorted(delivered)  # what arrives keeps its order
+    again, dropped_again, _ = await lossy_round(7)
+    assert (again, dropped_again) == (got, dropped)  # seeded: the same drops every run
+    with pytest.raises(InvalidParameterError, match="drop rate must be in"):
+        LossyMemoryBroker(rate=1.0, seed=1)
+
+
+@pytest.mark.asyncio
+async def test_a_lost_session_empties_the_queue_and_is_counted() -> None:
+    broker = MemoryBroker()
+    sender, receiver = broker.connect(), broker.connect()
+    await receiver.subscribe("t")
+    assert sessions_lost(receiver) == 0
+    await sender.publish("t", b"1")
+    await sender.publish("t", b"2")
+    assert receiver.lose_session() == 2
+    assert sessions_lost(receiver) == 1 and receiver._queue.empty()
+    await sender.publish("t", b"3")  # still subscribed, as after a reconnect
+    assert receiver._queue.get_nowait().payload == b"3"
+
+    class Plain:  # a transport that does not report sessions: never any loss
+        async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None: ...
+
+    assert sessions_lost(Plain()) == 0  # type: ignore[arg-type]

@@ -1,0 +1,93 @@
+"""The round's accounting from every stage's round log (pure core): where reports were lost.
+
+The analyzer receives the hops' round logs in the last hop's END frame. Each hop says what it
+accepted and forwarded (hop 0 also what the client processes claimed to have sent), so the
+round's delivery is a chain of legs, each compared on its own::
+
+    clients --(expected)--> hop-0 --(forwarded)--> hop-1 ... --> analyzer (counted)
+
+:func:`account_delivery` builds the :class:`~shuffledp.analyzer.records.Delivery` of the
+published report from it: a leg per stage that ran (a hop without a log, whose batch never
+came, is skipped: the leg spans it), ending at the first stage that refused the round. Its
+``message`` is the loss's one line (``lost 1,613 of 20,000 reports between clients and
+hop-0``); several legs with losses are listed one after the other.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from shuffledp.analyzer.records import Delivery, DeliveryLeg
+from shuffledp.protocol.delivery import leg_name, loss_line
+
+__all__ = ["account_delivery"]
+
+
+def _count(log: Mapping[str, Any], key: str) -> int | None:
+    value = log.get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _rejected(log: Mapping[str, Any]) -> int:
+    """The messages a stage rejected (its ``rejected`` counter summed; 0 if unreadable)."""
+    counts = log.get("rejected")
+    if not isinstance(counts, Mapping):
+        return 0
+    return sum(_count(counts, reason) or 0 for reason in counts)
+
+
+def account_delivery(
+    *,
+    expected: int,
+    stages: Mapping[str, Any],
+    n_hops: int,
+    received: int,
+    rejected: int,
+    accept_loss: bool,
+) -> Delivery:
+    """The Delivery of a round of ``expected`` reports whose analyzer counted ``received``
+    and rejected ``rejected`` messages, from the hops' logs in ``stages`` (module docstring).
+    ``accept_loss``: the loss, if any, is published knowingly."""
+    legs: list[DeliveryLeg] = []
+    source, sent = "clients", expected
+    clients_sent: int | None = None
+    refused = False
+    for index in range(n_hops):
+        log = stages.get(f"hop-{index}")
+        accepted = _count(log, "accepted") if isinstance(log, Mapping) else None
+        if not isinstance(log, Mapping) or accepted is None:
+            continue
+        if index == 0:
+            clients_sent = _count(log, "clients_sent")
+        sink = f"hop-{index}"
+        screened = _rejected(log) if legs else 0  # hop 0 rejects no genuine report
+        legs.append(
+            DeliveryLeg(source=source, sink=sink, sent=sent, counted=accepted, rejected=screened)
+        )
+        forwarded = _count(log, "forwarded") or 0
+        if forwarded == 0 and accepted > 0:  # it refused the round: nothing went further
+            refused = True
+            break
+        source, sent = sink, forwarded
+    if not refused:
+        legs.append(
+            DeliveryLeg(
+                source=source, sink="analyzer", sent=sent, counted=received, rejected=rejected
+            )
+        )
+    lost = sum(leg.lost for leg in legs)
+    lines = [
+        loss_line(leg.lost, leg.sent, leg_name(leg.source, leg.sink)) for leg in legs if leg.lost
+    ]
+    if lines and clients_sent is not None and legs[0].lost:
+        lines[0] += f" (the client processes said they sent {clients_sent:,})"
+    return Delivery(
+        expected=expected,
+        counted=legs[-1].counted,
+        lost=lost,
+        legs=tuple(legs),
+        clients_sent=clients_sent,
+        loss_accepted=accept_loss and lost > 0,
+        message="; ".join(lines) if lines else None,
+    )
