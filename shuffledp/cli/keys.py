@@ -20,7 +20,7 @@ from shuffledp.cli.paths import check_output_dir
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import public_key_to_bytes
 from shuffledp.security.access import (
-    DEFAULT_CLIENTS_PER_PROCESS,
+    EVEN_SHARE,
     MAX_CLIENT_PROCESSES,
     access_directory,
     init_access,
@@ -98,10 +98,11 @@ def _add_init(keys_sub: Any) -> None:
     init.add_argument(
         "--clients-per-process",
         type=integer(1),
-        default=DEFAULT_CLIENTS_PER_PROCESS,
+        default=EVEN_SHARE,
         metavar="COUNT",
         help="clients each client process may host: hop 0 accepts one report per enrolled "
-        "client per round",
+        "client per round (default: each process's even share of the round, ceil(hop 0's "
+        "--expected / the client processes), so that one process key cannot fill a round)",
     )
     init.add_argument(
         "--prefix",

@@ -68,6 +68,7 @@ from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
     access_directory,
     mosquitto_auth_settings,
+    mosquitto_persistence_settings,
 )
 from shuffledp.security.keys import (
     DIRECTORY_MODE,
@@ -379,6 +380,7 @@ def write_mosquitto_tls_config(directory: str | os.PathLike[str], *, overwrite: 
     text = (
         mosquitto_auth_settings(access)
         + MOSQUITTO_DELIVERY_SETTINGS
+        + mosquitto_persistence_settings(access)
         + "# MQTT over TLS on every interface (add an address after the port to restrict it);\n"
         + "# components connect with --broker mqtts://HOST:8883 --tls-ca DIR/tls/ca.pem.\n"
         + mosquitto_tls_listener(tls_directory(directory), MOSQUITTO_TLS_PORT)
