@@ -36,7 +36,10 @@ from shuffledp.brokers.ports import (
 )
 from shuffledp.brokers.shielded import run_to_completion
 from shuffledp.errors import BrokerError, InvalidParameterError
-from shuffledp.security.access import MOSQUITTO_DELIVERY_SETTINGS
+from shuffledp.security.access import (
+    MOSQUITTO_DELIVERY_SETTINGS,
+    MOSQUITTO_LISTENER_ACCOUNT_SETTINGS,
+)
 
 __all__ = [
     "MOSQUITTO_CONFIG_TEMPLATE",
@@ -103,6 +106,8 @@ def write_mosquitto_config(
         settings = mosquitto_auth_settings(check_access_dir(access_dir))
         text = text.replace("per_listener_settings false\n", settings, 1)
         text = text.replace("allow_anonymous true\n", "", 1)
+        listener = f"listener {port} {LOOPBACK}\n"
+        text = text.replace(listener, listener + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS, 1)
     if (tls_dir is None) != (tls_port is None):
         raise InvalidParameterError(
             f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
@@ -113,6 +118,8 @@ def write_mosquitto_config(
         text += mosquitto_tls_listener(
             check_tls_dir(tls_dir), check_port(tls_port), bind_address=LOOPBACK
         )
+        if access_dir is not None:
+            text += MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
     secured = access_dir is not None or tls_dir is not None
     if secured and hasattr(os, "geteuid") and os.geteuid() == 0:
         # Started as root, mosquitto drops to the user "mosquitto" before it reads these files,

@@ -263,6 +263,7 @@ def init_access(
         + MOSQUITTO_DELIVERY_SETTINGS
         + mosquitto_persistence_settings(root)
         + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+        + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
     )
     _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
     master = secrets.token_bytes(MASTER_KEY_SIZE)
@@ -341,10 +342,17 @@ def mosquitto_auth_settings(access_dir: Path) -> str:
         "allow_anonymous false\n"
         f"password_file {root / 'passwd'}\n"
         f"acl_file {root / 'acl'}\n"
-        "# Every connection's client id is its account name: no account can connect under another\n"
-        "# account's id and take over its connection and persistent session.\n"
-        "use_username_as_clientid true\n"
     )
+
+
+MOSQUITTO_LISTENER_ACCOUNT_SETTINGS = """\
+# On this listener every connection's client id is its account name: no account can connect
+# under another account's client id and take over its connection and persistent session.
+use_username_as_clientid true
+"""
+"""Mosquitto lines that tie client ids to accounts; a listener setting: they must follow each
+``listener`` line (placed before the first one they would open a default listener on port
+1883 of every interface)."""
 
 
 def load_password(directory: str | os.PathLike[str], identity: str) -> str:

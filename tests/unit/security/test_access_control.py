@@ -64,6 +64,10 @@ def test_generated_mosquitto_config_binds_ids_and_bounds_resources(tmp_path: Pat
     lines = (tmp_path / "access" / "mosquitto.conf").read_text().splitlines()
     settings = {line.split()[0]: line.split()[1:] for line in lines if line and line[0] != "#"}
     assert settings["use_username_as_clientid"] == ["true"]
+    # A listener setting: before the first listener it would open a default listener on port
+    # 1883 of every interface.
+    listener = lines.index("listener 1883 127.0.0.1")
+    assert lines.index("use_username_as_clientid true") > listener
     assert settings["allow_anonymous"] == ["false"]
     assert settings["max_queued_messages"] == [str(QUEUED_MESSAGES)]
     assert settings["max_queued_bytes"] == [str(QUEUED_BYTES)]
