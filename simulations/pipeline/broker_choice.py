@@ -52,11 +52,9 @@ def resolve_broker(value: str | None) -> BrokerChoice:
         binary = find_mosquitto()
         if binary is not None:
             return BrokerChoice(
-                kind=MOSQUITTO, binary=binary, reason=f"--broker auto: mosquitto found at {binary}"
+                kind=MOSQUITTO, binary=binary, reason=f"auto: mosquitto found at {binary}"
             )
-        return BrokerChoice(
-            kind=EMBEDDED, reason="--broker auto: mosquitto is not installed, embedded broker"
-        )
+        return BrokerChoice(kind=EMBEDDED, reason="auto: mosquitto is not installed")
     if value == EMBEDDED:
         return BrokerChoice(kind=EMBEDDED, reason="--broker embedded")
     if value == MOSQUITTO:

@@ -42,7 +42,7 @@ def test_auto_picks_mosquitto_when_the_binary_is_on_path(fake_path: Path) -> Non
     for value in (AUTO, None):
         choice = resolve_broker(value)
         assert choice == BrokerChoice(
-            kind=MOSQUITTO, binary=str(binary), reason=f"--broker auto: mosquitto found at {binary}"
+            kind=MOSQUITTO, binary=str(binary), reason=f"auto: mosquitto found at {binary}"
         )
 
 
