@@ -45,7 +45,9 @@ from shuffledp.security.tls import (
 )
 
 DEFAULT_HOPS = 3
-DEFAULT_CLIENT_PROCESSES = 2
+DEFAULT_CLIENT_PROCESSES = 1
+"""One client process by default: with the even-share enrolment it may host the whole round
+(each of C processes gets ceil(--expected / C) identities)."""
 
 
 def add_parser(subparsers: Any) -> None:

@@ -100,10 +100,13 @@ async def test_mosquitto_refuses_anonymous_and_enforces_acl(tmp_path: Path) -> N
 
 @pytest.mark.integration
 def test_simulate_with_auth_on_embedded_broker_counts_every_report() -> None:
-    options = SimulationOptions(n=60, k=4, hops=2, client_processes=2, deadline=30, seed=3)
+    options = SimulationOptions(
+        n=60, k=4, hops=2, client_processes=2, deadline=30, seed=3, broker="embedded"
+    )
     assert options.auth
     report = asyncio.run(run_simulation(options))
     assert report["n_received"] == 60
+    assert report["simulation"]["broker"].startswith("embedded amqtt at mqtt://127.0.0.1:")
 
 
 # --- stage identities: no account takes over another's client id -------------------------------
