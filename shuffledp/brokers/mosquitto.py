@@ -8,8 +8,9 @@
   port; for large runs and the integration tests.
 
 Bounds (:mod:`shuffledp.security.broker_limits`): ``max_packet_size`` (a stage's largest packet,
-4 MiB), bounded queues per client, persistence on; with accounts, ``use_username_as_clientid``
-(no account connects under another's client id). See the template.
+4 MiB), bounded queues per client, persistence on (off for :class:`MosquittoBroker`, which is
+never restarted); with accounts, ``use_username_as_clientid`` (no account connects under
+another's client id). See the template.
 """
 
 from __future__ import annotations
@@ -62,10 +63,10 @@ listener {{port}} 127.0.0.1
 # acceptable only because the listener above is loopback-only.
 allow_anonymous true
 {MOSQUITTO_DELIVERY_SETTINGS}# Keep sessions, subscriptions and queued messages across a restart, in mosquitto.db (in the
-# directory mosquitto starts in unless persistence_location says; saved every 60 s and on a
+# directory mosquitto starts in unless persistence_location says; saved every 300 s and on a
 # graceful stop): a restarted broker still holds what the stages had not received.
 persistence true
-autosave_interval 60
+autosave_interval 300
 # Log to the standard error stream (MosquittoBroker keeps it in a file and shows it on failure),
 log_dest stderr
 # errors only,
@@ -83,10 +84,11 @@ def write_mosquitto_config(
     tls_dir: str | os.PathLike[str] | None = None,
     tls_port: int | None = None,
     persistence_location: str | os.PathLike[str] | None = None,
+    persistence: bool = True,
 ) -> Path:
     """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
     ``persistence_location``: the directory of its mosquitto.db (default: where mosquitto
-    starts).
+    starts); ``persistence=False`` saves nothing (a broker that is never restarted).
     With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused and the
     accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
     key directory's ``tls/``, :mod:`shuffledp.security.tls`) and ``tls_port``, a second listener on
@@ -97,7 +99,9 @@ def write_mosquitto_config(
 
     path = Path(directory) / "mosquitto.conf"
     text = MOSQUITTO_CONFIG_TEMPLATE.format(port=check_port(port))
-    if persistence_location is not None:
+    if not persistence:
+        text = text.replace("persistence true\n", "persistence false\n", 1)
+    elif persistence_location is not None:
         location = os.path.join(os.path.abspath(persistence_location), "")
         text = text.replace(
             "persistence true\n", f"persistence true\npersistence_location {location}\n", 1
@@ -242,7 +246,9 @@ class MosquittoBroker:
                 access_dir=self._access_dir,
                 tls_dir=self._tls_dir,
                 tls_port=self._tls_port,
-                persistence_location=self._tmpdir,
+                # Nothing restarts this broker and its folder goes when it stops: saving its
+                # state would only cost time (a save stalls the broker while it writes).
+                persistence=False,
             )
             with open(self._tmpdir / "mosquitto.log", "wb") as log:
                 self._process = subprocess.Popen(

@@ -186,6 +186,13 @@ def run_init(args: argparse.Namespace) -> int:
     )
     made = _Made(directory, published, list(accounts), args.prefix, tls, tls_config)
     print(json.dumps(_summary(made)) if args.json else "\n".join(_table(made)))
+    if not args.json:
+        share = (
+            f"an even share of each round, ceil(hop 0's --expected / {args.clients}) clients"
+            if args.clients_per_process is EVEN_SHARE
+            else f"{args.clients_per_process} clients"
+        )
+        print(f"client enrolment: each of the {args.clients} client processes hosts {share}")
     return 0
 
 

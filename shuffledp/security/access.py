@@ -321,14 +321,15 @@ shuffledp/brokers/mosquitto.py, the ``mosquitto.conf`` of ``keys init`` and the 
 
 def mosquitto_persistence_settings(location: str | os.PathLike[str]) -> str:
     """Mosquitto lines that keep sessions and queued messages across a broker restart, in
-    ``location``/mosquitto.db (saved every 60 s and on a graceful stop)."""
+    ``location``/mosquitto.db (saved every 300 s and on a graceful stop)."""
     root = os.path.join(os.path.abspath(location), "")
     return (
         "# Keep sessions, subscriptions and queued messages across a restart (a graceful stop\n"
-        "# saves everything; a crash loses what came after the last save, at most 60 s).\n"
+        "# saves everything; a crash loses what came after the last save, at most 300 s: a\n"
+        "# save stalls the broker while it writes, so not much more often).\n"
         "persistence true\n"
         f"persistence_location {root}\n"
-        "autosave_interval 60\n"
+        "autosave_interval 300\n"
     )
 
 
