@@ -1,8 +1,9 @@
 """`shuffledp simulate`: one full round, every component a separate OS process.
 
 The launcher only does what an operator would: it makes a key directory (``shuffledp keys
-init``), writes each client process's values to a file, starts a broker if none is given (the
-embedded amqtt broker, ``shuffledp broker``, on 127.0.0.1), starts the analyzer, the H hops and
+init``), writes each client process's values to a file, starts a broker if none is given
+(``--broker auto``: Mosquitto if installed, else the embedded amqtt broker, ``shuffledp broker``;
+both on 127.0.0.1), starts the analyzer, the H hops and
 the client processes (``shuffledp analyzer|hop|clients``) with a topic prefix of its own, shows
 their progress (it listens to their progress topics like any observer), waits for the report on
 the report topic, and adds what only a simulation knows: the true histogram and the utility of
@@ -15,7 +16,8 @@ retained topics of the round are cleared.
 Access control (``options.auth``, the default): the key directory also gets broker accounts and
 topic ACLs for the session's prefix (:mod:`shuffledp.security.access`); the embedded broker enforces them
 (``shuffledp broker --keys``), every child logs in with its own account, and the launcher as
-``monitor``. With an external broker the children log in with these fresh accounts too, which
+``monitor``. Each process hosts its even share of the round, and hop 0 enrols exactly that
+(:data:`~shuffledp.security.access.EVEN_SHARE`). With an external broker the children log in with these fresh accounts too, which
 an open broker accepts; ``auth=False`` makes everything connect anonymously (``--no-auth``).
 
 TLS: with an external ``mqtts://`` broker every child and the launcher connect over TLS and
