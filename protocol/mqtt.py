@@ -269,6 +269,10 @@ class MqttTransport:
     under the same id, a timeout) is retried with a growing pause; only the time limit ends it,
     with MqttConnectionError (one line). :attr:`reconnects` counts the reconnections.
 
+    ``fresh_session=True`` (with ``persistent_session``): a process that has nothing to resume
+    (no journal) first ends any session its client id left behind, then opens its own; without
+    it a restarted process resumes the session (its subscriptions, the messages queued for it).
+
     Session loss: :attr:`session_present` is the last CONNACK's session-present flag;
     :attr:`sessions_lost` counts the reconnections whose session was gone (the broker
     restarted without persistence, or expired it), and every listener given to
@@ -300,6 +304,7 @@ class MqttTransport:
         manual_ack: bool = False,
         persistent_session: bool = False,
         reconnect_timeout: float = 0.0,
+        fresh_session: bool = False,
     ) -> None:
         address = parse_broker_address(url)
         self.host, self.port, self.tls = address.host, address.port, address.tls
@@ -318,11 +323,16 @@ class MqttTransport:
             )
         self.client_id = client_id
         self.username = username
-        for name, flag in (("manual_ack", manual_ack), ("persistent_session", persistent_session)):
+        for name, flag in (
+            ("manual_ack", manual_ack),
+            ("persistent_session", persistent_session),
+            ("fresh_session", fresh_session),
+        ):
             if not isinstance(flag, bool):
                 raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
         self.manual_ack = manual_ack
         self.persistent_session = persistent_session
+        self.fresh_session = fresh_session and persistent_session
         if isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float):
             raise InvalidParameterError(
                 f"reconnect_timeout must be a number of seconds, got {reconnect_timeout!r}"
@@ -409,6 +419,10 @@ class MqttTransport:
         self._client = make_client()
 
     async def __aenter__(self) -> Self:
+        if self.fresh_session:
+            # A process with nothing to resume: whatever session this id left behind (a
+            # killed process, another round under the same account) is ended first.
+            await self._end_session()
         try:
             await self._client.__aenter__()
         except aiomqtt.MqttError as exc:

@@ -403,7 +403,15 @@ def _session(
     )
     if reconnect == 0 and not persistent:
         return {"client_id": client_id}
-    return {"client_id": client_id, "persistent_session": True, "reconnect_timeout": reconnect}
+    return {
+        "client_id": client_id,
+        "persistent_session": True,
+        "reconnect_timeout": reconnect,
+        # Without a journal a (re)started process has nothing to resume: it ends whatever
+        # session its id left behind (with Mosquitto's use_username_as_clientid, also that of
+        # an earlier round under the same account) and starts its own.
+        "fresh_session": not persistent,
+    }
 
 
 def _client_process_index(name: str) -> int:

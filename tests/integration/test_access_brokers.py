@@ -271,3 +271,36 @@ async def test_embedded_broker_bounds_clients_packets_and_refuses_their_retained
             assert (first.topic, first.payload) == (f"{root}/status/hop-0", b'{"state":"ready"}')
             with pytest.raises(TimeoutError):  # nothing retained from the client
                 await _next(monitor)
+
+
+@pytest.mark.integration
+@pytest.mark.asyncio
+async def test_a_fresh_stage_does_not_resume_a_session_left_behind(tmp_path: Path) -> None:
+    """With use_username_as_clientid every connection of hop-0 shares one session: one a killed
+    hop left behind (subscribed to round 1, three messages queued) would be resumed by hop 0 of
+    the next round. A stage without a journal (fresh_session) ends it first; a journaled one
+    (not fresh) resumes it, queued messages included."""
+    require_mosquitto()
+    init_access(tmp_path, hops=1, client_processes=1, prefix=PREFIX)
+    old_topic = f"{PREFIX}/round/1/hop/0"
+
+    async def leave_a_session(url: str) -> None:
+        async with _login(url, tmp_path, "hop-0", persistent_session=True) as hop0:
+            await hop0.subscribe(old_topic)
+            hop0.persistent_session = False  # leave without ending the session (as if killed)
+        async with _login(url, tmp_path, "clients-0") as client:
+            for index in range(3):
+                await client.publish(old_topic, b"queued %d" % index)
+
+    async with MosquittoBroker(access_dir=tmp_path / "access") as broker:
+        for fresh in (False, True):
+            await leave_a_session(broker.url)
+            async with _login(
+                broker.url, tmp_path, "hop-0", persistent_session=True, fresh_session=fresh
+            ) as next_round:
+                assert next_round.session_present is not fresh
+                if fresh:
+                    with pytest.raises(TimeoutError):
+                        await _next(next_round)
+                else:
+                    assert (await _next(next_round)).payload == b"queued 0"

@@ -102,6 +102,9 @@ def test_cli_derives_ids_from_the_password_or_the_private_key(tmp_path: Path) ->
     # Reconnecting by default: a persistent session, 60 s to wait out a broker restart.
     assert with_account["persistent_session"] is True
     assert with_account["reconnect_timeout"] == 60.0
+    assert with_account["fresh_session"] is True  # no journal: nothing to resume
+    journaled = _session(args, "hop-0", _id_secret("hop-0", password), persistent=True)
+    assert journaled["fresh_session"] is False  # a journal: resume the broker's session
     key_secret = _id_secret(None, None, load_hop_key(tmp_path, 0))
     without_account = _session(args, "hop-0", key_secret)
     assert without_account["client_id"] != with_account["client_id"]
