@@ -203,6 +203,11 @@ def patch_broker(broker: Any, *, acl: bool) -> None:
        that holds the subscription (as for a SUBSCRIBE, where amqtt adds it before sending).
     3. With ``acl``: topics are checked without giving up the event loop
        (:func:`_check_topics_without_yielding`).
+    4. A CONNECT that resumes an existing session (CleanSession = 0, the id known) takes the new
+       will's topic, message and QoS but keeps the old session's *retain* flag
+       (Broker._initialize_client_session): a stage whose id had just ended a clean session
+       got a will that no longer cleared its retained "ready" when it died. The new CONNECT's
+       retain flag now applies (:func:`_keep_will_retain`).
     """
     table = getattr(broker, "_subscriptions", None)
     send_retained = getattr(broker, "_publish_retained_messages_for_subscription", None)
@@ -220,8 +225,29 @@ def patch_broker(broker: Any, *, acl: bool) -> None:
             await send_retained(subscription, session)
 
     broker._publish_retained_messages_for_subscription = retained_to_subscribers_only
+    _keep_will_retain(broker)
     if acl:
         _check_topics_without_yielding(broker)
+
+
+_WILL_RETAIN_ATTRIBUTE = "_shuffledp_will_retain"
+
+
+def _keep_will_retain(broker: Any) -> None:
+    """Patch 4 of :func:`patch_broker`: the CONNECT's will retain flag, noted on its protocol
+    handler when the CONNECT is read (:func:`_install_connect_gate`), is set on whatever session
+    amqtt picks for the connection."""
+    _install_connect_gate()
+    initialize = broker._initialize_client_session
+
+    async def initialize_keeping_will_retain(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        handler, session = await initialize(*args, **kwargs)
+        retain = getattr(handler, _WILL_RETAIN_ATTRIBUTE, None)
+        if retain is not None:
+            session.will_retain = retain
+        return handler, session
+
+    broker._initialize_client_session = initialize_keeping_will_retain
 
 
 def _check_topics_without_yielding(broker: Any) -> None:
@@ -296,7 +322,8 @@ def _install_connect_gate() -> None:
     """Wrap amqtt's reading of a CONNECT (BrokerProtocolHandler.init_from_connect, a class
     method: once per process) so that a broker with a :class:`ConnectGate` on its plugin manager
     answers a refused CONNECT with CONNACK "not authorized" and closes the connection before
-    amqtt looks at its sessions. Brokers without a gate are unaffected."""
+    amqtt looks at its sessions (brokers without a gate skip that), and so that the CONNECT's
+    will retain flag is noted on its handler (patch 4 of :func:`patch_broker`)."""
     if _GATE_INSTALLED:
         return
     from amqtt.errors import MQTTError
@@ -318,6 +345,7 @@ def _install_connect_gate() -> None:
             raise MQTTError(f"CONNECT refused: {reason}")
         if gate is not None:
             gate.admit(session)
+        setattr(handler, _WILL_RETAIN_ATTRIBUTE, bool(session.will_retain))
         return handler, session
 
     BrokerProtocolHandler.init_from_connect = classmethod(init_from_connect)
