@@ -42,7 +42,8 @@ from nacl.public import SealedBox
 
 from shuffledp.protocol.onion import generate_keypair, message_length
 from shuffledp.protocol.record import RECORD_SIZE
-from shuffledp.simulations.pipeline.simulate import MOSQUITTO, SimulationOptions, run_simulation
+from shuffledp.simulations.pipeline.broker_choice import EMBEDDED, MOSQUITTO
+from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
 
 
 def crypto_cost_per_report(hops: int, repeats: int = 3000) -> tuple[float, float, float]:
@@ -133,7 +134,7 @@ class PeakMemory:
 
 
 def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str, Any]:
-    async def go(url: str | None) -> dict[str, Any]:
+    async def go(url: str) -> dict[str, Any]:
         options = SimulationOptions(
             n=n, hops=hops, broker=url, client_processes=client_processes, min_batch=n
         )
@@ -143,7 +144,7 @@ def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str,
     with PeakMemory() as memory:
         # "mosquitto": the session starts a Mosquitto that enforces the run's accounts and
         # ACLs, as every component logs in and hop 0 checks client authenticators.
-        report = asyncio.run(go(MOSQUITTO if broker == "mosquitto" else None))
+        report = asyncio.run(go(MOSQUITTO if broker == "mosquitto" else EMBEDDED))
     wall = time.perf_counter() - start
     return {"report": report, "wall": wall, "peaks": memory.peaks, "cpu": memory.cpu}
 

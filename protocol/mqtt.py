@@ -23,7 +23,7 @@ import re
 import socket
 import ssl
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, Self
@@ -43,6 +43,8 @@ __all__ = [
 ]
 
 QOS = 1
+#: MQTT packet ids are 16-bit: an acknowledgement id is generation * _MID_SPAN + packet id.
+_MID_SPAN = 1 << 16
 #: Seconds a connection left on an error or cancellation waits for the broker's goodbye.
 ABORT_DISCONNECT_SECONDS = 2.0
 DEFAULT_PORT = 1883
@@ -214,6 +216,31 @@ def _tls_settings(
     return system_tls_context(), "the system's default trust store"
 
 
+def _note_session_flag(client: aiomqtt.Client, transport: MqttTransport) -> None:
+    """Keep the session-present flag of ``client``'s CONNACK in ``transport.session_present``
+    (aiomqtt drops it; its paho client's on_connect callback receives it)."""
+    paho = client._client
+    answer: Any = paho.on_connect
+
+    def on_connect(*args: Any) -> None:
+        flags = args[2] if len(args) > 2 else None
+        transport.session_present = bool(getattr(flags, "session_present", False))
+        if answer is not None:
+            answer(*args)
+
+    paho.on_connect = on_connect
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(str(error).split()) or type(error).__name__
+
+
+#: What a reconnection attempt may meet and retry: the broker still down or refusing (a CONNACK
+#: error code, MqttCodeError), the connection lost again at once (another connection under the
+#: same client id took it over), no answer in time, a socket error.
+_TRANSIENT = (aiomqtt.MqttError, TimeoutError, OSError)
+
+
 class MqttTransport:
     """A connection to an MQTT broker; see the module docstring.
 
@@ -237,7 +264,20 @@ class MqttTransport:
     restarted) is re-established for up to that many seconds instead of raising; a publish that
     failed is sent again (at least once), :meth:`messages` continues with what the resumed
     session delivers. Lossless only if the broker kept the sessions (Mosquitto with
-    ``persistence true``, restarted gracefully) and every stage has one.
+    ``persistence true``, restarted gracefully) and every stage has one. Every error met while
+    reconnecting (a refused CONNECT, the new connection taken over at once by another client
+    under the same id, a timeout) is retried with a growing pause; only the time limit ends it,
+    with MqttConnectionError (one line). :attr:`reconnects` counts the reconnections.
+
+    ``fresh_session=True`` (with ``persistent_session``): a process that has nothing to resume
+    (no journal) first ends any session its client id left behind, then opens its own; without
+    it a restarted process resumes the session (its subscriptions, the messages queued for it).
+
+    Session loss: :attr:`session_present` is the last CONNACK's session-present flag;
+    :attr:`sessions_lost` counts the reconnections whose session was gone (the broker
+    restarted without persistence, or expired it), and every listener given to
+    :meth:`on_session_lost` is called at each one: what the broker held for this client
+    meanwhile is lost, a stage must treat it as a loss to repair.
 
     TLS: an ``mqtts://`` URL connects over TLS (>= 1.2, the host name checked against the
     broker's certificate) and trusts ``tls_context`` if given, else the CA certificates of the
@@ -264,6 +304,7 @@ class MqttTransport:
         manual_ack: bool = False,
         persistent_session: bool = False,
         reconnect_timeout: float = 0.0,
+        fresh_session: bool = False,
     ) -> None:
         address = parse_broker_address(url)
         self.host, self.port, self.tls = address.host, address.port, address.tls
@@ -282,11 +323,16 @@ class MqttTransport:
             )
         self.client_id = client_id
         self.username = username
-        for name, flag in (("manual_ack", manual_ack), ("persistent_session", persistent_session)):
+        for name, flag in (
+            ("manual_ack", manual_ack),
+            ("persistent_session", persistent_session),
+            ("fresh_session", fresh_session),
+        ):
             if not isinstance(flag, bool):
                 raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
         self.manual_ack = manual_ack
         self.persistent_session = persistent_session
+        self.fresh_session = fresh_session and persistent_session
         if isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float):
             raise InvalidParameterError(
                 f"reconnect_timeout must be a number of seconds, got {reconnect_timeout!r}"
@@ -302,7 +348,15 @@ class MqttTransport:
                 f"broker received while this client was away is lost), got {reconnect_timeout!r}"
             )
         self.reconnect_timeout = float(reconnect_timeout)
+        #: Connections re-established after a loss (a broker restart, a session takeover).
         self.reconnects = 0
+        #: The session-present flag of the last CONNACK: True iff the broker resumed this
+        #: client id's persistent session (its subscriptions and queued messages).
+        self.session_present = False
+        #: Reconnections whose CONNACK said the session was gone (session present = 0): what
+        #: the broker held for this client while it was away is lost and must be repaired.
+        self.sessions_lost = 0
+        self._session_lost_listeners: list[Callable[[], object]] = []
         self._will_topic = will_topic
         # The last retained message this connection published on its will topic (the stage's
         # status): the will may delete it when the connection is lost, so a reconnection
@@ -311,6 +365,7 @@ class MqttTransport:
         self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
+        self._stale: set[int] = set()  # ids of messages received on a connection since lost
         transport = self
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
@@ -357,12 +412,17 @@ class MqttTransport:
                 # paho then sends no PUBACK by itself: ack() does, once the stage has kept the
                 # message (aiomqtt has no API for this; the paho client underneath has).
                 client._client.manual_ack_set(True)
+            _note_session_flag(client, transport)
             return client
 
         self._make_client = make_client
         self._client = make_client()
 
     async def __aenter__(self) -> Self:
+        if self.fresh_session:
+            # A process with nothing to resume: whatever session this id left behind (a
+            # killed process, another round under the same account) is ended first.
+            await self._end_session()
         try:
             await self._client.__aenter__()
         except aiomqtt.MqttError as exc:
@@ -434,65 +494,101 @@ class MqttTransport:
     def ack(self, message: Message) -> None:
         """Acknowledge ``message`` (send its PUBACK): until then, and across a crash with a
         persistent session, the broker keeps it and delivers it again. A no-op without
-        ``manual_ack`` or for a message with nothing to acknowledge (QoS 0)."""
+        ``manual_ack``, for a message with nothing to acknowledge (QoS 0), or for one received
+        on a connection since lost (its packet id means nothing on the new connection; the
+        resumed session delivers the message again)."""
         if not self.manual_ack or message.ack_id is None:
             return
-        self._client._client.ack(message.ack_id, QOS)
+        generation, mid = divmod(message.ack_id, _MID_SPAN)
+        if generation == self._generation:
+            self._client._client.ack(mid, QOS)
 
-    async def _reconnect(self, generation: int, lost: aiomqtt.MqttError, failure: str) -> None:
-        """Connect again after the connection ``generation`` was lost (``failure`` says what
-        failed; once for all the tasks that noticed), retrying with a growing pause (0.1 s
-        doubling to 2 s) for at most ``reconnect_timeout`` seconds; then MqttConnectionError. The session resumes:
-        the broker redelivers what was not acknowledged and what it queued meanwhile."""
-        if self.reconnect_timeout <= 0:
-            raise MqttConnectionError(f"{failure}: {lost}") from lost
-        if self._reconnecting is None:
-            self._reconnecting = asyncio.Lock()
-        async with self._reconnecting:
-            if self._generation != generation:
-                return  # another task reconnected meanwhile
-            _RECONNECT_LOG.warning("connection to %s lost (%s); reconnecting", self.url, lost)
-            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-                async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
-                    await self._client.__aexit__(None, None, None)
-            # aiomqtt keeps the loss in a future nobody awaits once the client is dropped:
-            # take it, or asyncio logs "Future exception was never retrieved".
-            lost_future = getattr(self._client, "_disconnected", None)
-            if isinstance(lost_future, asyncio.Future) and lost_future.done():
-                with contextlib.suppress(asyncio.CancelledError):
-                    lost_future.exception()
-            # A fresh aiomqtt client per attempt (reusing one after a lost connection leaves its
-            # connected-future set: it would return before the CONNACK). Messages it received
-            # but nobody took yet move to the new client's queue.
-            leftover = self._queue
-            give_up = time.monotonic() + self.reconnect_timeout
-            pause = 0.1
-            while True:
-                try:
-                    self._client = self._make_client()
-                    await self._client.__aenter__()
-                    break
-                except aiomqtt.MqttError as exc:
-                    if time.monotonic() + pause > give_up:
-                        raise MqttConnectionError(
-                            f"{failure}: {lost}; not reconnected within "
-                            f"{self.reconnect_timeout:g} s: {exc}"
-                        ) from exc
-                    await asyncio.sleep(pause)
-                    pause = min(2 * pause, 2.0)
-            while leftover is not None and self._queue is not None and not leftover.empty():
-                self._queue.put_nowait(leftover.get_nowait())
-            self._generation += 1
-            self.reconnects += 1
-            # The session kept the subscriptions; subscribing again is harmless and covers a
-            # broker that lost its state (it then also sends the retained messages again).
+    def on_session_lost(self, listener: Callable[[], object]) -> None:
+        """Call ``listener()`` after every reconnection that found the session gone (the
+        reconnection is complete then: subscriptions renewed, the will status republished)."""
+        self._session_lost_listeners.append(listener)
+
+    async def _drop_client(self) -> None:
+        """Close the current aiomqtt client after its connection was lost (briefly: it is gone
+        or going) and take the loss it kept, else asyncio logs "Future exception was never
+        retrieved"."""
+        with contextlib.suppress(*_TRANSIENT):
+            async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
+                await self._client.__aexit__(None, None, None)
+        lost_future = getattr(self._client, "_disconnected", None)
+        if isinstance(lost_future, asyncio.Future) and lost_future.done():
+            with contextlib.suppress(asyncio.CancelledError):
+                lost_future.exception()
+
+    async def _connect_again(self) -> None:
+        """One reconnection attempt: a fresh aiomqtt client (reusing one after a lost connection
+        leaves its connected-future set: it would return before the CONNACK), connected, its
+        subscriptions renewed (the session kept them; subscribing again is harmless and covers
+        a broker that lost its state) and the will status republished. Messages received but
+        not yet taken move to the new client's queue, without their acknowledgement ids (those
+        belong to the lost connection; the resumed session delivers them again)."""
+        leftover = self._queue
+        self._client = self._make_client()
+        while leftover is not None and self._queue is not None and leftover is not self._queue:
+            if leftover.empty():
+                break
+            message = leftover.get_nowait()
+            self._stale.add(id(message))
+            self._queue.put_nowait(message)
+        async with asyncio.timeout(2 * self.timeout + ABORT_DISCONNECT_SECONDS):
+            await self._client.__aenter__()
             for topic_filter in self._subscriptions:
                 await self._client.subscribe(topic_filter, qos=QOS)
             if self._will_topic is not None and self._will_status:
                 await self._client.publish(
                     self._will_topic, self._will_status, qos=QOS, retain=True
                 )
-            _RECONNECT_LOG.warning("reconnected to %s (reconnection %d)", self.url, self.reconnects)
+
+    async def _reconnect(self, generation: int, lost: BaseException, failure: str) -> None:
+        """Connect again after the connection ``generation`` was lost (``failure`` says what
+        failed; once for all the tasks that noticed), retrying every transient error (class
+        docstring) with a growing pause (0.1 s doubling to 2 s) for at most
+        ``reconnect_timeout`` seconds; then MqttConnectionError, one line. The session resumes:
+        the broker redelivers what was not acknowledged and what it queued meanwhile; a session
+        found gone is counted in :attr:`sessions_lost` and reported to the listeners."""
+        if self.reconnect_timeout <= 0:
+            raise MqttConnectionError(f"{failure}: {_one_line(lost)}") from lost
+        if self._reconnecting is None:
+            self._reconnecting = asyncio.Lock()
+        async with self._reconnecting:
+            if self._generation != generation:
+                return  # another task reconnected meanwhile
+            _RECONNECT_LOG.warning(
+                "connection to %s lost (%s); reconnecting", self.url, _one_line(lost)
+            )
+            await self._drop_client()
+            give_up = time.monotonic() + self.reconnect_timeout
+            pause = 0.1
+            while True:
+                try:
+                    await self._connect_again()
+                    break
+                except _TRANSIENT as exc:
+                    await self._drop_client()
+                    if time.monotonic() + pause > give_up:
+                        raise MqttConnectionError(
+                            f"{failure}: {_one_line(lost)}; not reconnected within "
+                            f"{self.reconnect_timeout:g} s: {_one_line(exc)}"
+                        ) from exc
+                    await asyncio.sleep(pause)
+                    pause = min(2 * pause, 2.0)
+            self._generation += 1
+            self.reconnects += 1
+            _RECONNECT_LOG.warning(
+                "reconnected to %s (reconnection %d, session %s)",
+                self.url,
+                self.reconnects,
+                "resumed" if self.session_present else "LOST",
+            )
+            if not self.session_present:
+                self.sessions_lost += 1
+                for listener in list(self._session_lost_listeners):
+                    listener()
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish at QoS 1 and wait for the PUBACK. With ``reconnect_timeout``, a lost
@@ -540,7 +636,11 @@ class MqttTransport:
                         data = bytes(payload)
                     else:  # aiomqtt decodes nothing; int/float/None only come from publishers
                         data = b"" if payload is None else str(payload).encode()
-                    ack_id = message.mid if self.manual_ack and message.qos > 0 else None
+                    ack_id = None
+                    if id(message) in self._stale:
+                        self._stale.discard(id(message))  # received on a lost connection
+                    elif self.manual_ack and message.qos > 0:
+                        ack_id = self._generation * _MID_SPAN + message.mid
                     yield Message(message.topic.value, data, ack_id)
             except aiomqtt.MqttError as exc:
                 await self._reconnect(generation, exc, f"connection to {self.url} lost")

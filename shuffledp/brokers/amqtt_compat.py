@@ -6,6 +6,13 @@ The embedded broker (:mod:`shuffledp.brokers.embedded`) is amqtt plus what this 
 - two plugins that read the very files Mosquitto reads (:class:`PasswordFileAuthPlugin`,
   :class:`AclFileTopicPlugin`), so both brokers enforce one policy;
 - patches of three amqtt 0.12.1 bugs on the Broker instance (:func:`patch_broker`);
+- with accounts, a gate on every CONNECT (:func:`gate_connects`): the login and the client id
+  are checked *before* amqtt touches its sessions (amqtt 0.12.1 deletes the session of a clean
+  CONNECT's client id, or hands an existing session to the newcomer, before it authenticates),
+  so no account connects under another account's client id
+  (:func:`shuffledp.security.client_ids.client_id_belongs`);
+- the per-role bounds of :mod:`shuffledp.security.broker_limits` on every PUBLISH
+  (:func:`bound_publishes`);
 - :func:`start_amqtt`, which builds, patches and starts a Broker and tells a port in use
   (:class:`~shuffledp.brokers.ports.PortInUseError`) from any other failure (BrokerError).
 
@@ -37,10 +44,13 @@ from shuffledp.errors import BrokerError
 __all__ = [
     "AMQTT_VERSION",
     "AclFileTopicPlugin",
+    "ConnectGate",
     "PasswordFileAuthPlugin",
     "SnapshotDict",
     "amqtt_config",
+    "bound_publishes",
     "check_amqtt_version",
+    "gate_connects",
     "patch_broker",
     "start_amqtt",
 ]
@@ -193,6 +203,11 @@ def patch_broker(broker: Any, *, acl: bool) -> None:
        that holds the subscription (as for a SUBSCRIBE, where amqtt adds it before sending).
     3. With ``acl``: topics are checked without giving up the event loop
        (:func:`_check_topics_without_yielding`).
+    4. A CONNECT that resumes an existing session (CleanSession = 0, the id known) takes the new
+       will's topic, message and QoS but keeps the old session's *retain* flag
+       (Broker._initialize_client_session): a stage whose id had just ended a clean session
+       got a will that no longer cleared its retained "ready" when it died. The new CONNECT's
+       retain flag now applies (:func:`_keep_will_retain`).
     """
     table = getattr(broker, "_subscriptions", None)
     send_retained = getattr(broker, "_publish_retained_messages_for_subscription", None)
@@ -210,8 +225,29 @@ def patch_broker(broker: Any, *, acl: bool) -> None:
             await send_retained(subscription, session)
 
     broker._publish_retained_messages_for_subscription = retained_to_subscribers_only
+    _keep_will_retain(broker)
     if acl:
         _check_topics_without_yielding(broker)
+
+
+_WILL_RETAIN_ATTRIBUTE = "_shuffledp_will_retain"
+
+
+def _keep_will_retain(broker: Any) -> None:
+    """Patch 4 of :func:`patch_broker`: the CONNECT's will retain flag, noted on its protocol
+    handler when the CONNECT is read (:func:`_install_connect_gate`), is set on whatever session
+    amqtt picks for the connection."""
+    _install_connect_gate()
+    initialize = broker._initialize_client_session
+
+    async def initialize_keeping_will_retain(*args: Any, **kwargs: Any) -> tuple[Any, Any]:
+        handler, session = await initialize(*args, **kwargs)
+        retain = getattr(handler, _WILL_RETAIN_ATTRIBUTE, None)
+        if retain is not None:
+            session.will_retain = retain
+        return handler, session
+
+    broker._initialize_client_session = initialize_keeping_will_retain
 
 
 def _check_topics_without_yielding(broker: Any) -> None:
@@ -235,11 +271,152 @@ def _check_topics_without_yielding(broker: Any) -> None:
     broker._topic_filtering = topic_filtering
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectGate:
+    """Who may connect with which client id: the accounts of a password file (``users``:
+    identity -> $7$ hash). :meth:`refusal` says why a CONNECT is refused, or None."""
+
+    users: dict[str, str]
+    client_payload: int
+
+    def refusal(self, session: Any) -> str | None:
+        from shuffledp.security.access import verify_password
+        from shuffledp.security.client_ids import client_id_belongs
+
+        username, password = session.username, session.password
+        if not username or password is None or username not in self.users:
+            return f"unknown user {username!r}"
+        if isinstance(password, bytes | bytearray):
+            password = bytes(password).decode("utf-8", errors="replace")
+        if not verify_password(str(password), self.users[username]):
+            return f"wrong password for user {username!r}"
+        if not client_id_belongs(session.client_id, username):
+            return (
+                f"client id {session.client_id!r} is not user {username!r}'s (sdp-{username}-...)"
+            )
+        will = session.will_message
+        if will is not None and len(will) > self.payload_limit(username):
+            return f"user {username!r}'s will of {len(will)} bytes is over its payload bound"
+        return None
+
+    def payload_limit(self, username: str) -> int:
+        """The largest payload ``username`` may publish (its role's bound)."""
+        from shuffledp.security.broker_limits import STAGE_PACKET_BYTES, is_client_account
+
+        return self.client_payload if is_client_account(username) else STAGE_PACKET_BYTES
+
+    def admit(self, session: Any) -> None:
+        """What an admitted CONNECT may not keep: a client account's will is never retained."""
+        from shuffledp.security.broker_limits import is_client_account
+
+        if is_client_account(session.username):
+            session.will_retain = False
+
+
+_GATE_ATTRIBUTE = "_shuffledp_connect_gate"
+_GATE_INSTALLED: list[bool] = []
+_LOG = logging.getLogger("shuffledp.brokers")
+
+
+def _install_connect_gate() -> None:
+    """Wrap amqtt's reading of a CONNECT (BrokerProtocolHandler.init_from_connect, a class
+    method: once per process) so that a broker with a :class:`ConnectGate` on its plugin manager
+    answers a refused CONNECT with CONNACK "not authorized" and closes the connection before
+    amqtt looks at its sessions (brokers without a gate skip that), and so that the CONNECT's
+    will retain flag is noted on its handler (patch 4 of :func:`patch_broker`)."""
+    if _GATE_INSTALLED:
+        return
+    from amqtt.errors import MQTTError
+    from amqtt.mqtt.connack import NOT_AUTHORIZED, ConnackPacket
+    from amqtt.mqtt.protocol.broker_handler import BrokerProtocolHandler
+
+    read_connect = BrokerProtocolHandler.init_from_connect.__func__
+
+    async def init_from_connect(
+        cls: Any, reader: Any, writer: Any, plugins_manager: Any, loop: Any = None
+    ) -> tuple[Any, Any]:
+        handler, session = await read_connect(cls, reader, writer, plugins_manager, loop=loop)
+        gate = getattr(plugins_manager, _GATE_ATTRIBUTE, None)
+        reason = None if gate is None else gate.refusal(session)
+        if reason is not None:
+            _LOG.warning("CONNECT refused: %s", reason)
+            await ConnackPacket.build(0, NOT_AUTHORIZED).to_stream(writer)
+            await writer.close()
+            raise MQTTError(f"CONNECT refused: {reason}")
+        if gate is not None:
+            gate.admit(session)
+        setattr(handler, _WILL_RETAIN_ATTRIBUTE, bool(session.will_retain))
+        return handler, session
+
+    BrokerProtocolHandler.init_from_connect = classmethod(init_from_connect)
+    _GATE_INSTALLED.append(True)
+
+
+def gate_connects(broker: Any, password_file: Path, client_payload: int) -> None:
+    """Check every CONNECT to ``broker`` against ``password_file``'s accounts, their client
+    id namespaces and their payload bound (``client_payload`` for client accounts) before
+    amqtt handles it (module docstring)."""
+    from shuffledp.security.access import parse_password_file
+
+    _install_connect_gate()
+    gate = ConnectGate(parse_password_file(password_file), client_payload)
+    setattr(broker.plugins_manager, _GATE_ATTRIBUTE, gate)
+
+
+def bound_publishes(broker: Any, client_payload: int | None) -> None:
+    """Apply the per-role bounds of :mod:`shuffledp.security.broker_limits` to every PUBLISH
+    ``broker`` receives: a payload over :data:`STAGE_PACKET_BYTES` (anyone), or over
+    ``client_payload`` from a client account, disconnects its sender without being delivered
+    (Mosquitto's ``max_packet_size`` does the same); a client account's retained flag is
+    dropped (the message is delivered, never kept), and so is its will's. ``client_payload``
+    None: an open broker, no roles."""
+    from shuffledp.security.broker_limits import STAGE_PACKET_BYTES, is_client_account
+
+    deliver = broker._handle_message_delivery
+
+    async def bounded(session: Any, handler: Any, wait_deliver: Any) -> bool:
+        message = wait_deliver.result()
+        if message is not None:
+            client = client_payload is not None and is_client_account(session.username)
+            limit = client_payload if client and client_payload is not None else STAGE_PACKET_BYTES
+            if len(message.data) > limit:
+                _LOG.warning(
+                    "%s (user %r) published %d bytes to %r, over its %d: disconnected",
+                    session.client_id,
+                    session.username,
+                    len(message.data),
+                    message.topic,
+                    limit,
+                )
+                if handler.writer is not None:
+                    await handler.writer.close()
+                return True
+            if client and message.publish_packet is not None:
+                message.publish_packet.retain_flag = False
+        result: bool = await deliver(session, handler, wait_deliver)
+        return result
+
+    broker._handle_message_delivery = bounded
+
+
 class _DropStartupTraceback(logging.Filter):
     """amqtt logs a traceback ("Broker startup failed") before raising; we raise a clear error."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         return record.getMessage() != "Broker startup failed"
+
+
+def _client_payload(access_dir: Path) -> int:
+    """The client accounts' payload bound for the hops of ``access_dir``'s access.json (3 hops,
+    the default, if it has none: a directory made without ``keys init``)."""
+    from shuffledp.security.access import AccessError, load_access_settings
+    from shuffledp.security.broker_limits import client_payload_bytes
+
+    try:
+        n_hops = load_access_settings(Path(access_dir).parent).n_hops
+    except AccessError:
+        n_hops = 3
+    return client_payload_bytes(n_hops)
 
 
 async def start_amqtt(port: int, access_dir: Path | None) -> Any:
@@ -254,6 +431,11 @@ async def start_amqtt(port: int, access_dir: Path | None) -> Any:
     what = f"embedded MQTT broker (amqtt {AMQTT_VERSION})"
     broker = Broker(amqtt_config(port, access_dir))
     patch_broker(broker, acl=access_dir is not None)
+    client_payload = None
+    if access_dir is not None:
+        client_payload = _client_payload(access_dir)
+        gate_connects(broker, Path(access_dir) / "passwd", client_payload)
+    bound_publishes(broker, client_payload)
     log_filter = _DropStartupTraceback()
     amqtt_logger = logging.getLogger("amqtt.broker")
     amqtt_logger.addFilter(log_filter)

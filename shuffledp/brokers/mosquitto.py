@@ -7,8 +7,10 @@
 - :class:`MosquittoBroker` starts ``mosquitto -c CONF`` as a child process on a free loopback
   port; for large runs and the integration tests.
 
-Message size: Mosquitto gets ``max_packet_size`` = ``MAX_PACKET_BYTES`` (16 MiB,
-:mod:`shuffledp.security.access`), see the template.
+Bounds (:mod:`shuffledp.security.broker_limits`): ``max_packet_size`` (a stage's largest packet,
+4 MiB), bounded queues per client, persistence on (off for :class:`MosquittoBroker`, which is
+never restarted); with accounts, ``use_username_as_clientid`` (no account connects under
+another's client id). See the template.
 """
 
 from __future__ import annotations
@@ -35,10 +37,14 @@ from shuffledp.brokers.ports import (
 )
 from shuffledp.brokers.shielded import run_to_completion
 from shuffledp.errors import BrokerError, InvalidParameterError
-from shuffledp.security.access import MOSQUITTO_DELIVERY_SETTINGS
+from shuffledp.security.access import (
+    MOSQUITTO_DELIVERY_SETTINGS,
+    MOSQUITTO_LISTENER_ACCOUNT_SETTINGS,
+)
 
 __all__ = [
     "MOSQUITTO_CONFIG_TEMPLATE",
+    "MOSQUITTO_FALLBACKS",
     "MosquittoBroker",
     "find_mosquitto",
     "write_mosquitto_config",
@@ -56,8 +62,11 @@ listener {{port}} 127.0.0.1
 # Anonymous clients: reports are protected by their onion encryption, not by broker accounts;
 # acceptable only because the listener above is loopback-only.
 allow_anonymous true
-{MOSQUITTO_DELIVERY_SETTINGS}# Keep nothing on disk: messages live in memory only, no mosquitto.db is written.
-persistence false
+{MOSQUITTO_DELIVERY_SETTINGS}# Keep sessions, subscriptions and queued messages across a restart, in mosquitto.db (in the
+# directory mosquitto starts in unless persistence_location says; saved every 300 s and on a
+# graceful stop): a restarted broker still holds what the stages had not received.
+persistence true
+autosave_interval 300
 # Log to the standard error stream (MosquittoBroker keeps it in a file and shows it on failure),
 log_dest stderr
 # errors only,
@@ -74,8 +83,12 @@ def write_mosquitto_config(
     access_dir: str | os.PathLike[str] | None = None,
     tls_dir: str | os.PathLike[str] | None = None,
     tls_port: int | None = None,
+    persistence_location: str | os.PathLike[str] | None = None,
+    persistence: bool = True,
 ) -> Path:
     """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
+    ``persistence_location``: the directory of its mosquitto.db (default: where mosquitto
+    starts); ``persistence=False`` saves nothing (a broker that is never restarted).
     With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused and the
     accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
     key directory's ``tls/``, :mod:`shuffledp.security.tls`) and ``tls_port``, a second listener on
@@ -86,10 +99,19 @@ def write_mosquitto_config(
 
     path = Path(directory) / "mosquitto.conf"
     text = MOSQUITTO_CONFIG_TEMPLATE.format(port=check_port(port))
+    if not persistence:
+        text = text.replace("persistence true\n", "persistence false\n", 1)
+    elif persistence_location is not None:
+        location = os.path.join(os.path.abspath(persistence_location), "")
+        text = text.replace(
+            "persistence true\n", f"persistence true\npersistence_location {location}\n", 1
+        )
     if access_dir is not None:
         settings = mosquitto_auth_settings(check_access_dir(access_dir))
         text = text.replace("per_listener_settings false\n", settings, 1)
         text = text.replace("allow_anonymous true\n", "", 1)
+        listener = f"listener {port} {LOOPBACK}\n"
+        text = text.replace(listener, listener + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS, 1)
     if (tls_dir is None) != (tls_port is None):
         raise InvalidParameterError(
             f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
@@ -100,6 +122,8 @@ def write_mosquitto_config(
         text += mosquitto_tls_listener(
             check_tls_dir(tls_dir), check_port(tls_port), bind_address=LOOPBACK
         )
+        if access_dir is not None:
+            text += MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
     secured = access_dir is not None or tls_dir is not None
     if secured and hasattr(os, "geteuid") and os.geteuid() == 0:
         # Started as root, mosquitto drops to the user "mosquitto" before it reads these files,
@@ -113,13 +137,21 @@ def write_mosquitto_config(
     return path
 
 
+MOSQUITTO_FALLBACKS: tuple[str, ...] = ("/usr/sbin/mosquitto",)
+"""Where to look for mosquitto when it is not on PATH (Debian installs it in /usr/sbin, which a
+normal user's PATH may lack)."""
+
+
 def find_mosquitto() -> str | None:
-    """Path of the mosquitto binary: on PATH, else Debian's /usr/sbin/mosquitto; None if absent."""
+    """Path of the mosquitto binary: on PATH, else one of :data:`MOSQUITTO_FALLBACKS`; None if
+    absent."""
     found = shutil.which("mosquitto")
     if found is not None:
         return found
-    fallback = "/usr/sbin/mosquitto"
-    return fallback if os.access(fallback, os.X_OK) else None
+    for fallback in MOSQUITTO_FALLBACKS:
+        if os.access(fallback, os.X_OK):
+            return fallback
+    return None
 
 
 class MosquittoBroker:
@@ -214,6 +246,9 @@ class MosquittoBroker:
                 access_dir=self._access_dir,
                 tls_dir=self._tls_dir,
                 tls_port=self._tls_port,
+                # Nothing restarts this broker and its folder goes when it stops: saving its
+                # state would only cost time (a save stalls the broker while it writes).
+                persistence=False,
             )
             with open(self._tmpdir / "mosquitto.log", "wb") as log:
                 self._process = subprocess.Popen(

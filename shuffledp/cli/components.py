@@ -32,11 +32,9 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import hashlib
 import json
 import logging
 import re
-import secrets
 import sys
 from pathlib import Path
 from typing import Any
@@ -50,11 +48,13 @@ from shuffledp.cli.paths import check_input_file, check_output_dir, check_output
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
+from shuffledp.protocol.onion import private_key_to_bytes
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.protocol.runtime import NotReadyError
 from shuffledp.protocol.topics import status_topic
 from shuffledp.randomness import default_source
 from shuffledp.security.access import load_client_verifier, load_password, load_process_credentials
+from shuffledp.security.client_ids import random_client_id, stage_client_id
 from shuffledp.security.keys import (
     MAX_HOPS,
     load_analyzer_key,
@@ -70,9 +70,9 @@ DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
 DEFAULT_PREFIX = "shuffledp"
 DEFAULT_DEADLINE = 300.0
 RECONNECT_SECONDS = 60.0
-"""How long a hop or the analyzer with --state-dir keeps trying to reconnect to a broker that
-went away (a restarted Mosquitto with persistence: the session and its queued messages are still
-there)."""
+"""How long a component keeps trying to reconnect to a broker that went away (a restarted
+Mosquitto with persistence: the session and its queued messages are still there), unless
+--reconnect says otherwise or --no-reconnect."""
 
 
 _KEYS_EXAMPLE = "shuffledp keys init /tmp/shuffledp-keys --hops 3   # once, before any component"
@@ -109,9 +109,14 @@ def _common(p: argparse.ArgumentParser) -> None:
         "--reconnect",
         type=non_negative,
         metavar="SECONDS",
-        help="keep a persistent MQTT session and, if the broker goes away (a restarted "
-        "Mosquitto with persistence), reconnect for up to SECONDS (default: none; a hop or "
-        f"the analyzer with --state-dir: {RECONNECT_SECONDS:g})",
+        help="keep a persistent MQTT session and, if the connection is lost (a restarted "
+        "Mosquitto with persistence, a network fault), reconnect for up to SECONDS "
+        f"(default: {RECONNECT_SECONDS:g})",
+    )
+    p.add_argument(
+        "--no-reconnect",
+        action="store_true",
+        help="end on the first lost connection (exit 1) instead of reconnecting",
     )
     p.add_argument(
         "--accept-loss",
@@ -356,18 +361,6 @@ def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
     return np.asarray(values, dtype=np.int64)
 
 
-def _client_id(stage: str) -> str:
-    """A short MQTT client id, unique per process (a broker drops the older of two equal ids)."""
-    return f"sdp-{stage}-{secrets.token_hex(4)}"
-
-
-def _session_client_id(prefix: str, round_id: int, stage: str) -> str:
-    """The MQTT client id of a stage's persistent session: the same for a restarted process (the
-    broker keeps the session under it), distinct per prefix, round and stage."""
-    digest = hashlib.sha256(f"{prefix}\0{round_id}".encode()).hexdigest()[:12]
-    return f"sdp-{stage}-{digest}"
-
-
 def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, str | None]:
     """(username, password) of ``identity``'s broker account in the key directory, or
     (None, None) with --no-auth. AccessError (one line, exit 2) if the password file is
@@ -377,20 +370,57 @@ def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, s
     return identity, load_password(args.keys, identity)
 
 
+def _id_secret(username: str | None, password: str | None, key: Any = None) -> bytes | None:
+    """What a stage's client id is derived from (:mod:`shuffledp.security.client_ids`): its
+    broker password, else its private key (hops and the analyzer), else None (a random id)."""
+    if password is not None:
+        return f"{username}\0{password}".encode()
+    if key is not None:
+        return private_key_to_bytes(key)
+    return None
+
+
+def _reconnect_seconds(args: argparse.Namespace) -> float:
+    """--reconnect SECONDS, RECONNECT_SECONDS by default, 0 with --no-reconnect."""
+    if args.no_reconnect:
+        if args.reconnect is not None:
+            raise InvalidParameterError(
+                f"--reconnect and --no-reconnect must not both be given, got --reconnect "
+                f"{args.reconnect:g} and --no-reconnect"
+            )
+        return 0.0
+    return RECONNECT_SECONDS if args.reconnect is None else float(args.reconnect)
+
+
 def _session(
-    args: argparse.Namespace, stage: str, reconnect: float, *, persistent: bool = False
+    args: argparse.Namespace,
+    stage: str,
+    secret: bytes | None,
+    *,
+    persistent: bool = False,
 ) -> dict[str, Any]:
-    """MqttTransport options for ``stage``: with ``reconnect`` > 0 (or ``persistent``) a
-    persistent session under a client id that a restarted process finds again, waiting out a
-    broker restart for up to ``reconnect`` seconds; else a fresh random client id."""
+    """MqttTransport options for ``stage``: a client id derived from ``secret`` (stable for a
+    restarted process, unguessable without the secret; random without one); with a reconnect
+    time (``--reconnect``, the default) or ``persistent``, a persistent session that waits out a
+    broker restart for up to that many seconds."""
+    reconnect = _reconnect_seconds(args)
     if not reconnect >= 0 or reconnect == float("inf"):  # also NaN
         raise InvalidParameterError(f"--reconnect must be finite and >= 0 seconds, got {reconnect}")
+    client_id = (
+        random_client_id(stage)
+        if secret is None
+        else stage_client_id(secret, prefix=args.prefix, round_id=args.round, identity=stage)
+    )
     if reconnect == 0 and not persistent:
-        return {"client_id": _client_id(stage)}
+        return {"client_id": client_id}
     return {
-        "client_id": _session_client_id(args.prefix, args.round, stage),
+        "client_id": client_id,
         "persistent_session": True,
         "reconnect_timeout": reconnect,
+        # Without a journal a (re)started process has nothing to resume: it ends whatever
+        # session its id left behind (with Mosquitto's use_username_as_clientid, also that of
+        # an earlier round under the same account) and starts its own.
+        "fresh_session": not persistent,
     }
 
 
@@ -480,16 +510,14 @@ def _run_hop(args: argparse.Namespace) -> int:
     username, password = _credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client (secure by default, like accounts).
     verifier = (
-        load_client_verifier(args.keys, args.round)
+        load_client_verifier(args.keys, args.round, expected=args.expected)
         if args.index == 0 and not args.no_auth
         else None
     )
 
     async def main() -> int:
         journaled = args.state_dir is not None
-        reconnect = args.reconnect
-        if reconnect is None:
-            reconnect = RECONNECT_SECONDS if journaled else 0.0
+        secret = _id_secret(username, password, key)
         async with MqttTransport(
             args.broker,
             will_topic=_will(args, settings.stage),
@@ -497,7 +525,7 @@ def _run_hop(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
-            **_session(args, settings.stage, reconnect, persistent=journaled),
+            **_session(args, settings.stage, secret, persistent=journaled),
         ) as t:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
@@ -538,9 +566,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         journaled = args.state_dir is not None
-        reconnect = args.reconnect
-        if reconnect is None:
-            reconnect = RECONNECT_SECONDS if journaled else 0.0
+        secret = _id_secret(username, password, key)
         async with MqttTransport(
             args.broker,
             will_topic=_will(args, "analyzer"),
@@ -548,7 +574,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
-            **_session(args, "analyzer", reconnect, persistent=journaled),
+            **_session(args, "analyzer", secret, persistent=journaled),
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
         text = json.dumps(report, allow_nan=False)
@@ -604,7 +630,7 @@ def _run_clients(args: argparse.Namespace) -> int:
         async with MqttTransport(
             args.broker,
             will_topic=_will(args, args.name),
-            **_session(args, args.name, args.reconnect or 0.0),
+            **_session(args, args.name, _id_secret(username, password)),
             username=username,
             password=password,
             tls_ca=args.tls_ca,

@@ -91,7 +91,8 @@ def _add_where_arguments(p: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--pipeline",
         action="store_true",
-        help="run the rounds through the real pipeline (embedded broker, onion encryption, "
+        help="run the rounds through the real pipeline (Mosquitto if installed, else the "
+        "embedded broker; onion encryption, "
         "3 hops, separate processes) instead of the fast in-process path; one round after "
         "the other, so it is slow (about 5 s per round of 2,000 reports, ~2,700 reports/s "
         "beyond): use it with --quick or a few --runs",

@@ -20,7 +20,7 @@ from shuffledp.cli.paths import check_output_dir
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import public_key_to_bytes
 from shuffledp.security.access import (
-    DEFAULT_CLIENTS_PER_PROCESS,
+    EVEN_SHARE,
     MAX_CLIENT_PROCESSES,
     access_directory,
     init_access,
@@ -45,7 +45,9 @@ from shuffledp.security.tls import (
 )
 
 DEFAULT_HOPS = 3
-DEFAULT_CLIENT_PROCESSES = 2
+DEFAULT_CLIENT_PROCESSES = 1
+"""One client process by default: with the even-share enrolment it may host the whole round
+(each of C processes gets ceil(--expected / C) identities)."""
 
 
 def add_parser(subparsers: Any) -> None:
@@ -98,10 +100,11 @@ def _add_init(keys_sub: Any) -> None:
     init.add_argument(
         "--clients-per-process",
         type=integer(1),
-        default=DEFAULT_CLIENTS_PER_PROCESS,
+        default=EVEN_SHARE,
         metavar="COUNT",
         help="clients each client process may host: hop 0 accepts one report per enrolled "
-        "client per round",
+        "client per round (default: each process's even share of the round, ceil(hop 0's "
+        "--expected / the client processes), so that one process key cannot fill a round)",
     )
     init.add_argument(
         "--prefix",
@@ -183,6 +186,13 @@ def run_init(args: argparse.Namespace) -> int:
     )
     made = _Made(directory, published, list(accounts), args.prefix, tls, tls_config)
     print(json.dumps(_summary(made)) if args.json else "\n".join(_table(made)))
+    if not args.json:
+        share = (
+            f"an even share of each round, ceil(hop 0's --expected / {args.clients}) clients"
+            if args.clients_per_process is EVEN_SHARE
+            else f"{args.clients_per_process} clients"
+        )
+        print(f"client enrolment: each of the {args.clients} client processes hosts {share}")
     return 0
 
 

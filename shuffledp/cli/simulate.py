@@ -36,14 +36,16 @@ def add_parser(subparsers: Any) -> None:
         subparsers,
         "simulate",
         help="run one full round: clients, hops, analyzer as separate processes over MQTT",
-        description="Start the embedded MQTT broker (or use --broker), make keys, launch the "
+        description="Start a broker (--broker auto: Mosquitto if installed, else the embedded "
+        "one; or use --broker), make keys, launch the "
         "analyzer, H hops and client processes hosting N simulated clients, run one round and "
         "print the report: true vs estimated histogram, TV distance per estimator and for the "
         "central Gaussian baseline, the guarantee and timings.",
         examples=[
             "shuffledp simulate --n 2000 --k 10 --eps0 2",
             "shuffledp simulate --dataset zipf:1.3 --n 5000 --hops 2 --seed 7 --json",
-            "shuffledp simulate --broker mosquitto --chaos --n 1000",
+            "shuffledp simulate --chaos --n 1000   # needs Mosquitto (auto picks it if installed)",
+            "shuffledp simulate --broker embedded --n 1000",
         ],
     )
     _add_round_arguments(p.add_argument_group("the round"))
@@ -168,9 +170,12 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
     p.add_argument(
         "--broker",
         metavar="URL",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883, or 'mosquitto' to start a "
-        "Mosquitto (installed) on a free loopback port with this run's accounts and ACLs "
-        "(default: start the embedded amqtt broker)",
+        default="auto",
+        help="auto (the default): start Mosquitto on a free loopback port if the mosquitto "
+        "binary is installed (faster, keeps sessions), else the embedded amqtt broker; "
+        "'mosquitto' or 'embedded' to choose; or an external broker URL, e.g. "
+        "mqtt://127.0.0.1:1883. Either started broker enforces this run's accounts and ACLs; "
+        "the report says which was used",
     )
     p.add_argument(
         "--no-auth",
@@ -193,7 +198,7 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
         "(truncated, replayed, corrupted, second reports, another round's reports), and hop 0 "
         "is killed with SIGKILL mid-round and restarted (it resumes from its journal); the "
         "report's 'chaos' section compares hop 0's rejections with what was injected. Needs a "
-        "broker that keeps sessions: --broker mosquitto",
+        "broker that keeps sessions: Mosquitto (--broker auto picks it when installed)",
     )
     p.add_argument(
         "--keys",

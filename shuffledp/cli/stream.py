@@ -120,7 +120,9 @@ def _add_pipeline_arguments(p: argparse._ArgumentGroup) -> None:
     p.add_argument(
         "--broker",
         metavar="URL",
-        help="external broker URL, e.g. mqtt://127.0.0.1:1883 (default: start the embedded one)",
+        default="auto",
+        help="auto (the default: start Mosquitto if installed, else the embedded broker), "
+        "mosquitto, embedded, or an external broker URL, e.g. mqtt://127.0.0.1:1883",
     )
     p.add_argument(
         "--hops", type=integer(1, MAX_HOPS), default=3, metavar="H", help="shuffler hops"

@@ -36,7 +36,8 @@ writes ``DIR/access/``:
 - ``access.json`` (0644): ``{"format": "shuffledp-access", "version": 1, "prefix", "n_hops",
   "client_processes", "clients_per_process", "identities"}``; ``clients_per_process`` is the
   enrolment: hop 0 accepts client ids ``j << 32 | i`` with ``j < client_processes`` and
-  ``i < clients_per_process`` only.
+  ``i < clients_per_process`` only; ``null`` (the default, :data:`EVEN_SHARE`) makes it
+  ceil(hop 0's --expected / client_processes), each process's share of the round.
 
 Every problem raises :class:`AccessError` naming the file and the rule; no message contains a
 password.
@@ -64,6 +65,7 @@ from shuffledp.protocol.client_auth import (
     process_key,
 )
 from shuffledp.protocol.topics import validate_prefix
+from shuffledp.security.broker_limits import STAGE_PACKET_BYTES, mosquitto_limit_settings
 from shuffledp.security.keys import (
     DIRECTORY_MODE,
     MAX_HOPS,
@@ -106,10 +108,12 @@ SALT_BYTES = 12
 HASH_BYTES = 64
 PASSWORD_BYTES = 32
 MOSQUITTO_LISTENER_PORT = 1883
-DEFAULT_CLIENTS_PER_PROCESS = 1_000_000
-"""Enrolled clients per client process unless told otherwise: enough for the largest
-simulations here (10^6 reports from 2 processes); lower it to bound how many identities a
-compromised client process can use in one round."""
+EVEN_SHARE = None
+"""``clients_per_process`` of an enrolment that is an even share of each round (the default):
+hop 0 accepts ceil(--expected / client_processes) clients from each client process, exactly the
+clients each process hosts when the round is split evenly (as ``shuffledp simulate`` splits it),
+so that one process key cannot fill a round alone. A number instead enrols that many per process
+in every round (``keys init --clients-per-process M``)."""
 CLIENT_MASTER_FILE = "client-master.key"
 
 _IDENTITY = re.compile(r"hop-(0|[1-9][0-9]*)|analyzer|monitor|clients-(0|[1-9][0-9]*)")
@@ -229,7 +233,7 @@ def init_access(
     client_processes: int,
     prefix: str,
     overwrite: bool = False,
-    clients_per_process: int = DEFAULT_CLIENTS_PER_PROCESS,
+    clients_per_process: int | None = EVEN_SHARE,
 ) -> tuple[str, ...]:
     """Write ``directory/access/`` (module docstring) and return the identities.
 
@@ -239,7 +243,8 @@ def init_access(
     """
     names = identities(hops, client_processes)
     rules = access_rules(prefix, hops, client_processes)
-    ClientRoster(client_processes=client_processes, clients_per_process=clients_per_process)
+    if clients_per_process is not EVEN_SHARE:
+        ClientRoster(client_processes=client_processes, clients_per_process=clients_per_process)
     root = access_directory(directory)
     if os.path.lexists(root) and not root.is_dir():
         raise AccessError(f"{root}: access directory must be a directory, it is not")
@@ -266,7 +271,9 @@ def init_access(
     conf = (
         mosquitto_auth_settings(root)
         + MOSQUITTO_DELIVERY_SETTINGS
+        + mosquitto_persistence_settings(root)
         + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+        + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
     )
     _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
     master = secrets.token_bytes(MASTER_KEY_SIZE)
@@ -313,25 +320,27 @@ def acl_text(rules: tuple[AccessRules, ...]) -> str:
     return "\n".join(lines) + "\n"
 
 
-MAX_PACKET_BYTES = 16 * 1024 * 1024
-"""Largest MQTT packet a Mosquitto made by shuffledp accepts: 16x the pipeline's ~1 MB batches."""
+MAX_PACKET_BYTES = STAGE_PACKET_BYTES
+"""Largest MQTT packet a Mosquitto made by shuffledp accepts (:mod:`shuffledp.security.broker_limits`)."""
 
-MOSQUITTO_DELIVERY_SETTINGS = f"""\
-# No per-client cap on queued QoS 1/2 messages: the default (1000) silently drops QoS 1 messages
-# to a subscriber that falls behind (27-34 % lost with one paused 3 s, measured when the transport was chosen).
-max_queued_messages 0
-# No byte cap on that queue either (Mosquitto's default, stated so that nobody adds one).
-max_queued_bytes 0
-# Up to 1000 unacknowledged QoS 1/2 messages in flight to each client (default 20 throttles a
-# fast subscriber); beyond that they wait in the unbounded queue above, they are not dropped.
-max_inflight_messages 1000
-# Largest MQTT packet accepted: 16 MiB, 16x the pipeline's ~1 MB batches. A larger packet gets its
-# sender disconnected (loud), unlike the deprecated message_size_limit, which drops it silently.
-max_packet_size {MAX_PACKET_BYTES}
-"""
-"""Mosquitto lines every configuration made here needs so that no QoS 1 report is dropped
-silently (in the broker template of shuffledp/brokers/mosquitto.py, the ``mosquitto.conf`` of
-``keys init`` and the TLS one)."""
+MOSQUITTO_DELIVERY_SETTINGS = mosquitto_limit_settings()
+"""Mosquitto lines every configuration made here needs: bounded queues large enough that no
+report of a round is dropped, the packet size bound (in the broker template of
+shuffledp/brokers/mosquitto.py, the ``mosquitto.conf`` of ``keys init`` and the TLS one)."""
+
+
+def mosquitto_persistence_settings(location: str | os.PathLike[str]) -> str:
+    """Mosquitto lines that keep sessions and queued messages across a broker restart, in
+    ``location``/mosquitto.db (saved every 300 s and on a graceful stop)."""
+    root = os.path.join(os.path.abspath(location), "")
+    return (
+        "# Keep sessions, subscriptions and queued messages across a restart (a graceful stop\n"
+        "# saves everything; a crash loses what came after the last save, at most 300 s: a\n"
+        "# save stalls the broker while it writes, so not much more often).\n"
+        "persistence true\n"
+        f"persistence_location {root}\n"
+        "autosave_interval 300\n"
+    )
 
 
 def mosquitto_auth_settings(access_dir: Path) -> str:
@@ -345,6 +354,16 @@ def mosquitto_auth_settings(access_dir: Path) -> str:
         f"password_file {root / 'passwd'}\n"
         f"acl_file {root / 'acl'}\n"
     )
+
+
+MOSQUITTO_LISTENER_ACCOUNT_SETTINGS = """\
+# On this listener every connection's client id is its account name: no account can connect
+# under another account's client id and take over its connection and persistent session.
+use_username_as_clientid true
+"""
+"""Mosquitto lines that tie client ids to accounts; a listener setting: they must follow each
+``listener`` line (placed before the first one they would open a default listener on port
+1883 of every interface)."""
 
 
 def load_password(directory: str | os.PathLike[str], identity: str) -> str:
@@ -396,11 +415,35 @@ def _load_secret(path: Path, what: str) -> bytes:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class AccessSettings:
     """What ``access/access.json`` records: the topic prefix the ACL is written for, the hops,
-    and the enrolment of client processes and their clients."""
+    and the enrolment: ``client_processes`` processes of ``clients_per_process`` clients each,
+    or None for an even share of each round (:data:`EVEN_SHARE`)."""
 
     prefix: str
     n_hops: int
-    roster: ClientRoster
+    client_processes: int
+    clients_per_process: int | None
+
+    def __post_init__(self) -> None:
+        validate_prefix(self.prefix)
+        require_int("n_hops", self.n_hops, 1, MAX_HOPS)
+        ClientRoster(
+            client_processes=self.client_processes,
+            clients_per_process=1 if self.clients_per_process is None else self.clients_per_process,
+        )
+
+    def roster(self, expected: int | None = None) -> ClientRoster:
+        """Who hop 0 accepts in a round of ``expected`` reports: the fixed enrolment, or each
+        process's even share, ceil(expected / client_processes) (then ``expected`` is needed:
+        InvalidParameterError without it)."""
+        per_process = self.clients_per_process
+        if per_process is None:
+            if expected is None:
+                raise InvalidParameterError(
+                    "an even-share enrolment needs the round's size (--expected), got none"
+                )
+            require_int("--expected", expected, 1)
+            per_process = -(-expected // self.client_processes)
+        return ClientRoster(client_processes=self.client_processes, clients_per_process=per_process)
 
 
 def load_access_settings(directory: str | os.PathLike[str]) -> AccessSettings:
@@ -418,27 +461,29 @@ def load_access_settings(directory: str | os.PathLike[str]) -> AccessSettings:
     if not isinstance(document, dict) or document.get("format") != FORMAT:
         raise AccessError(f"{path}: access file must have format {FORMAT!r}, it does not")
     fields: dict[str, Any] = document  # each value is checked below, whatever its type
+    prefix: Any = fields.get("prefix")  # each value is checked when built
+    n_hops: Any = fields.get("n_hops")
+    processes: Any = fields.get("client_processes")
     try:
-        prefix: Any = fields.get("prefix")
-        n_hops: Any = fields.get("n_hops")
-        processes: Any = fields.get("client_processes")
-        validate_prefix(prefix)
-        require_int("n_hops", n_hops, 1, MAX_HOPS)
-        roster = ClientRoster(
+        return AccessSettings(
+            prefix=prefix,
+            n_hops=n_hops,
             client_processes=processes,
-            # A directory from before client authentication: the default enrolment.
-            clients_per_process=fields.get("clients_per_process", DEFAULT_CLIENTS_PER_PROCESS),
+            # null, or a directory from before client authentication: the even share.
+            clients_per_process=fields.get("clients_per_process", EVEN_SHARE),
         )
     except InvalidParameterError as exc:
         raise AccessError(f"{path}: {exc}") from None
-    return AccessSettings(prefix=prefix, n_hops=n_hops, roster=roster)
 
 
-def load_client_verifier(directory: str | os.PathLike[str], round_id: int) -> ClientVerifier:
-    """Hop 0's client authentication for ``round_id``: the master key and the enrolment of
-    ``directory/access``. AccessError naming the file for anything missing or malformed."""
+def load_client_verifier(
+    directory: str | os.PathLike[str], round_id: int, *, expected: int | None = None
+) -> ClientVerifier:
+    """Hop 0's client authentication for ``round_id`` with ``expected`` reports: the master key
+    and the enrolment of ``directory/access`` (:meth:`AccessSettings.roster`). AccessError
+    naming the file for anything missing or malformed."""
     master = _load_secret(access_directory(directory) / CLIENT_MASTER_FILE, "client master key")
-    roster = load_access_settings(directory).roster
+    roster = load_access_settings(directory).roster(expected)
     return ClientVerifier(master_key=master, roster=roster, round_id=round_id)
 
 

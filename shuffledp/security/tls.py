@@ -66,8 +66,10 @@ from shuffledp.protocol.tls_client import client_tls_context as client_tls_conte
 from shuffledp.protocol.tls_client import system_tls_context as system_tls_context
 from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
+    MOSQUITTO_LISTENER_ACCOUNT_SETTINGS,
     access_directory,
     mosquitto_auth_settings,
+    mosquitto_persistence_settings,
 )
 from shuffledp.security.keys import (
     DIRECTORY_MODE,
@@ -379,9 +381,11 @@ def write_mosquitto_tls_config(directory: str | os.PathLike[str], *, overwrite: 
     text = (
         mosquitto_auth_settings(access)
         + MOSQUITTO_DELIVERY_SETTINGS
+        + mosquitto_persistence_settings(access)
         + "# MQTT over TLS on every interface (add an address after the port to restrict it);\n"
         + "# components connect with --broker mqtts://HOST:8883 --tls-ca DIR/tls/ca.pem.\n"
         + mosquitto_tls_listener(tls_directory(directory), MOSQUITTO_TLS_PORT)
+        + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
     )
     path = access / MOSQUITTO_TLS_CONFIG
     _write_file(path, text.encode(), PUBLIC_FILE_MODE, replace=overwrite)

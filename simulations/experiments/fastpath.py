@@ -359,8 +359,8 @@ def run_specs_through_pipeline(
     label: str = "pipeline rounds",
 ) -> list[dict[str, Any]]:
     """The same rounds through the real pipeline (``--pipeline``): one
-    :class:`~shuffledp.simulations.pipeline.simulate.PipelineSession` (the embedded broker unless
-    ``broker`` is given), the rounds one after the other, each with its own analyzer, hops and
+    :class:`~shuffledp.simulations.pipeline.simulate.PipelineSession` (``--broker auto``:
+    Mosquitto if installed, else the embedded broker, unless ``broker`` is given), the rounds one after the other, each with its own analyzer, hops and
     client processes. Slow: about 4-5 s per round of 2,000 reports, and ~2,700 reports/s beyond.
 
     Each report gets ``path`` = "pipeline". SimulationError if a round fails.

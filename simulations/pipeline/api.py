@@ -4,7 +4,8 @@ Three ways to run one round, with the parameters named as ``shuffledp simulate``
 ``k``, ``eps0``, ``hops``, ``dataset``, ``seed``, ``delta``, ``eps``, ...):
 
 - :func:`simulate`: the full pipeline, every component a separate OS process over MQTT (the
-  embedded broker unless ``broker`` is given), exactly as ``shuffledp simulate``. Synchronous;
+  broker of ``broker``, by default ``auto``: Mosquitto if installed, else the embedded one),
+  exactly as ``shuffledp simulate``. Synchronous;
   inside a running event loop (a notebook, an async function) it refuses, naming
   :func:`simulate_async`.
 - :func:`simulate_async`: the same, awaitable in the caller's running loop (a notebook cell:

@@ -1,8 +1,9 @@
 """`shuffledp simulate`: one full round, every component a separate OS process.
 
 The launcher only does what an operator would: it makes a key directory (``shuffledp keys
-init``), writes each client process's values to a file, starts a broker if none is given (the
-embedded amqtt broker, ``shuffledp broker``, on 127.0.0.1), starts the analyzer, the H hops and
+init``), writes each client process's values to a file, starts a broker if none is given
+(``--broker auto``: Mosquitto if installed, else the embedded amqtt broker, ``shuffledp broker``;
+both on 127.0.0.1), starts the analyzer, the H hops and
 the client processes (``shuffledp analyzer|hop|clients``) with a topic prefix of its own, shows
 their progress (it listens to their progress topics like any observer), waits for the report on
 the report topic, and adds what only a simulation knows: the true histogram and the utility of
@@ -15,7 +16,8 @@ retained topics of the round are cleared.
 Access control (``options.auth``, the default): the key directory also gets broker accounts and
 topic ACLs for the session's prefix (:mod:`shuffledp.security.access`); the embedded broker enforces them
 (``shuffledp broker --keys``), every child logs in with its own account, and the launcher as
-``monitor``. With an external broker the children log in with these fresh accounts too, which
+``monitor``. Each process hosts its even share of the round, and hop 0 enrols exactly that
+(:data:`~shuffledp.security.access.EVEN_SHARE`). With an external broker the children log in with these fresh accounts too, which
 an open broker accepts; ``auth=False`` makes everything connect anonymously (``--no-auth``).
 
 TLS: with an external ``mqtts://`` broker every child and the launcher connect over TLS and
@@ -55,15 +57,23 @@ from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
 from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
 from shuffledp.randomness import default_source
 from shuffledp.security.access import (
-    DEFAULT_CLIENTS_PER_PROCESS,
+    EVEN_SHARE,
     MONITOR,
     init_access,
     load_access_settings,
     load_password,
 )
+from shuffledp.security.client_ids import random_client_id
 from shuffledp.security.keys import init_key_directory, load_public_directory
 from shuffledp.simulations.data.datasets import check_dataset_sizes, resolve_dataset
 from shuffledp.simulations.data.regions import Region
+from shuffledp.simulations.pipeline.broker_choice import (
+    BROKER_CHOICES,
+    EMBEDDED,
+    MOSQUITTO,
+    BrokerChoice,
+    resolve_broker,
+)
 from shuffledp.simulations.pipeline.records import (
     ChaosSummary,
     HopKill,
@@ -81,10 +91,6 @@ __all__ = [
     "SimulationOptions",
     "run_simulation",
 ]
-
-MOSQUITTO = "mosquitto"
-"""``broker`` value that makes the session start its own Mosquitto (loopback, free port, with
-the session's accounts and ACLs unless auth is off)."""
 
 
 GRACE_SECONDS = 5.0
@@ -152,17 +158,17 @@ class SimulationOptions:
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
-        if self.broker is not None and self.broker != MOSQUITTO:
+        if self.broker is not None and self.broker not in BROKER_CHOICES:
             parse_broker_url(self.broker)
-        if self.chaos and self.broker is None:
+        if self.chaos and resolve_broker(self.broker).kind == EMBEDDED:
             raise InvalidParameterError(
                 "chaos kills and restarts a hop mid-round, which needs a broker that keeps MQTT "
                 "sessions (the restarted hop must receive what arrived while it was down); the "
-                "embedded amqtt broker does not: use --broker mosquitto (or an external "
-                "Mosquitto URL)"
+                "embedded amqtt broker does not: install mosquitto (--broker auto then uses it), "
+                "or use --broker mosquitto or an external Mosquitto URL"
             )
         if self.tls_ca is not None:
-            if self.broker in (None, MOSQUITTO) or not parse_broker_address(self.broker).tls:
+            if self.broker in (None, *BROKER_CHOICES) or not parse_broker_address(self.broker).tls:
                 raise InvalidParameterError(
                     f"--tls-ca {self.tls_ca} needs an mqtts:// broker (--broker "
                     f"mqtts://HOST[:PORT]), got --broker {self.broker!r}"
@@ -216,19 +222,26 @@ class SimulationOptions:
         if not self.auth:
             return
         access = load_access_settings(self.keys)
-        roster = access.roster
-        if self.client_processes > roster.client_processes:
+        if self.client_processes > access.client_processes:
             raise InvalidParameterError(
-                f"--client-processes must be <= the {roster.client_processes} client accounts of "
+                f"--client-processes must be <= the {access.client_processes} client accounts of "
                 f"{self.keys}, got {self.client_processes}"
             )
         if self.n is not None:
             needed = clients_per_process(self.n, self.client_processes)
+            roster = access.roster(self.n)
             if needed > roster.clients_per_process:
                 raise InvalidParameterError(
                     f"n = {self.n} over {self.client_processes} client processes needs "
                     f"{needed} enrolled clients per process, the key directory {self.keys} "
-                    f"enrols {roster.clients_per_process} (keys init --clients-per-process)"
+                    f"enrols {roster.clients_per_process}"
+                    + (
+                        f" (an even share of n over its {access.client_processes} client "
+                        f"accounts: use --client-processes {access.client_processes}, or keys "
+                        "init --clients-per-process)"
+                        if access.clients_per_process is None
+                        else " (keys init --clients-per-process)"
+                    )
                 )
 
     @property
@@ -328,7 +341,8 @@ async def run_simulation(
 
 
 class PipelineSession:
-    """A broker (the embedded one unless ``options.broker`` is given) and a key directory for
+    """A broker (``options.broker``: auto, Mosquitto if installed, else the embedded one; or
+    as given: :mod:`~shuffledp.simulations.pipeline.broker_choice`) and a key directory for
     ``options.hops`` hops, kept for several rounds; each :meth:`run_round` launches the
     analyzer, the hops and the client processes for one round and stops them when it ends.
 
@@ -373,32 +387,39 @@ class PipelineSession:
                     hops=self.options.hops,
                     client_processes=self.options.client_processes,
                     prefix=self.prefix,
-                    clients_per_process=DEFAULT_CLIENTS_PER_PROCESS
-                    if self.options.n is None  # rounds of unknown size: the default enrolment
-                    else clients_per_process(self.options.n, self.options.client_processes),
+                    # Each process's even share of every round: exactly the clients it hosts.
+                    clients_per_process=EVEN_SHARE,
                 )
-            if self.options.broker is None:
-                self._broker_child, self._url = await _start_embedded_broker(
-                    self._workdir, self._keys if self.options.auth else None
-                )
-                self._broker_label = f"embedded amqtt at {self._url}"
-            elif self.options.broker == MOSQUITTO:
-                from shuffledp.brokers.mosquitto import MosquittoBroker
-
-                self._mosquitto = MosquittoBroker(
-                    access_dir=self._keys / "access" if self.options.auth else None
-                )
-                await self._mosquitto.__aenter__()
-                self._url = self._mosquitto.url
-                enforced = "accounts and ACLs enforced" if self.options.auth else "open"
-                self._broker_label = f"Mosquitto at {self._url} ({enforced})"
-            else:
-                self._url = self.options.broker
-                self._broker_label = self._url
+            await self._start_broker(resolve_broker(self.options.broker))
         except BaseException:
             await self.__aexit__(None, None, None)
             raise
         return self
+
+    async def _start_broker(self, choice: BrokerChoice) -> None:
+        """Start (or just use) the broker ``choice`` names; its label (what, where, why) goes
+        into the report."""
+        assert self._workdir is not None and self._keys is not None
+        enforced = "accounts and ACLs enforced" if self.options.auth else "open"
+        if choice.kind == EMBEDDED:
+            self._broker_child, self._url = await _start_embedded_broker(
+                self._workdir, self._keys if self.options.auth else None
+            )
+            self._broker_label = f"embedded amqtt at {self._url} ({enforced}; {choice.reason})"
+        elif choice.kind == MOSQUITTO:
+            from shuffledp.brokers.mosquitto import MosquittoBroker
+
+            self._mosquitto = MosquittoBroker(
+                binary=choice.binary,
+                access_dir=self._keys / "access" if self.options.auth else None,
+            )
+            await self._mosquitto.__aenter__()
+            self._url = self._mosquitto.url
+            self._broker_label = f"Mosquitto at {self._url} ({enforced}; {choice.reason})"
+        else:
+            assert choice.url is not None
+            self._url = choice.url
+            self._broker_label = self._url
 
     async def __aexit__(self, *exc: object) -> None:
         if self._broker_child is not None:
@@ -502,7 +523,7 @@ class PipelineSession:
         async with (
             MqttTransport(
                 self.broker_url,
-                client_id=f"sdp-simulate-{secrets.token_hex(4)}",
+                client_id=random_client_id(MONITOR),
                 username=MONITOR if options.auth else None,
                 password=load_password(keys, MONITOR) if options.auth else None,
                 tls_ca=options.tls_ca,

@@ -33,6 +33,7 @@ from shuffledp.brokers.mosquitto import MosquittoBroker, write_mosquitto_config
 from shuffledp.brokers.ports import PortInUseError, free_loopback_port
 from shuffledp.errors import BrokerError, InvalidParameterError
 from shuffledp.protocol.mqtt import parse_broker_url
+from shuffledp.security.broker_limits import QUEUED_BYTES, QUEUED_MESSAGES, STAGE_PACKET_BYTES
 from tests.conftest import require_mosquitto
 from tests.paths import REPO_ROOT
 
@@ -194,7 +195,7 @@ def _paused_subscriber(
 async def test_paused_subscriber_loses_nothing(broker_url: str) -> None:
     # All 5,000 messages wait in the broker for the paused subscriber. Mosquitto's default
     # max_queued_messages (1000) drops most of them silently (without that line in the template
-    # 2,000 of 5,000 arrive); MosquittoBroker and deploy/mosquitto.conf set it to 0, no limit.
+    # 2,000 of 5,000 arrive); MosquittoBroker and deploy/mosquitto.conf hold QUEUED_MESSAGES.
     topic = f"{_prefix()}/paused"
     sent = _payloads(N_MESSAGES)
     subscribed, published = threading.Event(), threading.Event()
@@ -414,7 +415,12 @@ def test_shipped_mosquitto_config_is_the_template(tmp_path: Path) -> None:
         if line and not line.startswith("#")
     }
     assert settings["listener"] == ["1883", "127.0.0.1"]
-    assert settings["max_queued_messages"] == ["0"]
+    # Bounded queues large enough for a round of 10^6 reports, bounded packets, persistence.
+    assert settings["max_queued_messages"] == [str(QUEUED_MESSAGES)]
+    assert int(settings["max_queued_messages"][0]) >= 1_000_000
+    assert settings["max_queued_bytes"] == [str(QUEUED_BYTES)]
+    assert settings["max_packet_size"] == [str(STAGE_PACKET_BYTES)]
+    assert settings["persistence"] == ["true"]
 
 
 # -- broker URLs -----------------------------------------------------------------------------

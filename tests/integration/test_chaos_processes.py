@@ -61,7 +61,7 @@ def test_simulate_chaos_at_n_2000_counts_every_report_once_through_a_hop_kill() 
 
 
 def test_simulate_chaos_refuses_a_broker_that_keeps_no_sessions_and_no_auth() -> None:
-    embedded = _simulate("--n", "100", "--chaos", "--quiet")
+    embedded = _simulate("--n", "100", "--chaos", "--broker", "embedded", "--quiet")
     assert embedded.returncode == 2
     assert "needs a broker that keeps MQTT sessions" in embedded.stderr
     no_auth = _simulate("--n", "100", "--chaos", "--no-auth", "--broker", "mosquitto", "--quiet")

@@ -1416,13 +1416,16 @@ class PersistentMosquitto:
     def start(self) -> None:
         from shuffledp.brokers.mosquitto import find_mosquitto, write_mosquitto_config
 
-        config = write_mosquitto_config(self.directory, self.port, access_dir=self.access_dir)
+        config = write_mosquitto_config(
+            self.directory,
+            self.port,
+            access_dir=self.access_dir,
+            persistence_location=self.directory,
+        )
         text = config.read_text()
-        assert "persistence false\n" in text
-        persistent = f"persistence true\npersistence_location {self.directory}/\n"
+        assert f"persistence true\npersistence_location {self.directory}/\n" in text
         if os.geteuid() == 0 and "\nuser root\n" not in text:  # as root mosquitto would
-            persistent += "user root\n"  # write as user "mosquitto": it cannot
-        config.write_text(text.replace("persistence false\n", persistent))
+            config.write_text(text + "user root\n")  # write as user "mosquitto": it cannot
         binary = find_mosquitto()
         assert binary is not None
         with open(self.directory / "mosquitto.log", "ab") as log:

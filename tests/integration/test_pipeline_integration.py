@@ -44,7 +44,7 @@ from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.topics import analyzer_topic
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.data.datasets import synthetic_values
-from tests.conftest import default_sigint
+from tests.conftest import default_sigint, require_mosquitto
 from tests.stats import tv_bound
 
 pytestmark = pytest.mark.integration
@@ -265,9 +265,23 @@ def _check_simulation(report: dict[str, Any]) -> None:
 
 
 def test_simulate_on_the_embedded_broker() -> None:
-    report = _simulate()
+    report = _simulate("--broker", "embedded")
     _check_simulation(report)
     assert report["simulation"]["broker"].startswith("embedded amqtt at mqtt://127.0.0.1:")
+    assert report["simulation"]["broker"].endswith(
+        "(accounts and ACLs enforced; --broker embedded)"
+    )
+
+
+def test_simulate_by_default_runs_on_mosquitto_when_installed() -> None:
+    """--broker auto, the default: Mosquitto when the binary is installed (the fallback to the
+    embedded broker without it: tests/unit/simulations/test_broker_choice.py)."""
+    require_mosquitto()
+    report = _simulate()
+    _check_simulation(report)
+    label = report["simulation"]["broker"]
+    assert label.startswith("Mosquitto at mqtt://127.0.0.1:")
+    assert "auto: mosquitto found at " in label
 
 
 def test_simulate_on_mosquitto(mosquitto_url: str) -> None:

@@ -8,6 +8,7 @@ checked against RFC 4231 test case 2), not with the ``hmac`` module the code use
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import stat
 import struct
@@ -310,7 +311,8 @@ def test_init_access_writes_the_client_keys_and_the_enrolment(tmp_path: Path) ->
         loaded = load_process_credentials(tmp_path, process)
         assert loaded.key == process_key(master, process) == bytes.fromhex(path.read_text())
     settings_ = load_access_settings(tmp_path)
-    assert settings_.roster == ClientRoster(client_processes=3, clients_per_process=50)
+    assert settings_.roster() == ClientRoster(client_processes=3, clients_per_process=50)
+    assert settings_.roster(10**6) == settings_.roster()  # a fixed enrolment ignores n
     assert (settings_.prefix, settings_.n_hops) == ("p", 2)
     check = load_client_verifier(tmp_path, ROUND)
     sealed = seal_envelope(load_process_credentials(tmp_path, 2).credential(49), ROUND, b"x" * 9)
@@ -321,6 +323,27 @@ def test_init_access_writes_the_client_keys_and_the_enrolment(tmp_path: Path) ->
     init_access(tmp_path / "other", hops=2, client_processes=3, prefix="p")
     other = (access_directory(tmp_path / "other") / "client-master.key").read_text()
     assert other != master_file.read_text()
+
+
+def test_enrolment_defaults_to_each_process_share_of_the_round(tmp_path: Path) -> None:
+    """Without --clients-per-process, hop 0 enrols ceil(expected / processes) clients per
+    process: exactly what each process hosts when the round is split evenly, so one process
+    key can never fill a round alone (it used to enrol 1,000,000 per process)."""
+    init_access(tmp_path, hops=1, client_processes=2, prefix="p")
+    document = json.loads((access_directory(tmp_path) / "access.json").read_text())
+    assert document["clients_per_process"] is None
+    settings_ = load_access_settings(tmp_path)
+    assert settings_.roster(10_000) == ClientRoster(client_processes=2, clients_per_process=5_000)
+    assert settings_.roster(7).clients_per_process == 4  # 4 + 3: np.array_split's split
+    with pytest.raises(ValueError, match="even-share enrolment needs the round's size"):
+        settings_.roster()
+    check = load_client_verifier(tmp_path, ROUND, expected=10_000)
+    process = load_process_credentials(tmp_path, 0)
+    last = seal_envelope(process.credential(4_999), ROUND, b"r")
+    assert check.open(last) == (client_id_of(0, 4_999), b"r")
+    # The 5,001st identity of one process key is refused: it cannot take another's share.
+    with pytest.raises(UnknownClient, match="2 processes of 5000 clients"):
+        check.open(seal_envelope(process.credential(5_000), ROUND, b"r"))
 
 
 def test_client_key_files_are_checked(tmp_path: Path) -> None:

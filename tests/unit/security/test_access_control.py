@@ -48,3 +48,31 @@ def test_init_access_files_and_rules(tmp_path: Path) -> None:
     assert not any(topic_matches(f"{PREFIX}/round/5/status/hop-0", t) for t in client.write)
     with pytest.raises(Exception, match="already holds files"):
         init_access(tmp_path, hops=2, client_processes=2, prefix=PREFIX)
+
+
+def test_generated_mosquitto_config_binds_ids_and_bounds_resources(tmp_path: Path) -> None:
+    """keys init's mosquitto.conf: client ids tied to accounts, bounded queues and packets,
+    persistence in the access directory (enforced on Mosquitto itself: integration tests)."""
+    from shuffledp.security.broker_limits import (
+        QUEUED_BYTES,
+        QUEUED_MESSAGES,
+        STAGE_PACKET_BYTES,
+        client_payload_bytes,
+    )
+
+    init_access(tmp_path, hops=3, client_processes=1, prefix=PREFIX)
+    lines = (tmp_path / "access" / "mosquitto.conf").read_text().splitlines()
+    settings = {line.split()[0]: line.split()[1:] for line in lines if line and line[0] != "#"}
+    assert settings["use_username_as_clientid"] == ["true"]
+    # A listener setting: before the first listener it would open a default listener on port
+    # 1883 of every interface.
+    listener = lines.index("listener 1883 127.0.0.1")
+    assert lines.index("use_username_as_clientid true") > listener
+    assert settings["allow_anonymous"] == ["false"]
+    assert settings["max_queued_messages"] == [str(QUEUED_MESSAGES)]
+    assert settings["max_queued_bytes"] == [str(QUEUED_BYTES)]
+    assert settings["max_packet_size"] == [str(STAGE_PACKET_BYTES)]
+    assert settings["persistence"] == ["true"]
+    assert settings["persistence_location"] == [f"{tmp_path / 'access'}/"]
+    # A client's report (3 hops: 264 bytes) fits its bound, which is far below a stage's.
+    assert 264 <= client_payload_bytes(3) < STAGE_PACKET_BYTES // 100
