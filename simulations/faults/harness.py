@@ -40,10 +40,10 @@ from shuffledp.validation import require_int, require_positive
 
 __all__ = ["Component", "FaultRound", "RoundOutcome", "RoundSpec"]
 
-#: Seconds a round may go on after a component failed before the bench stops waiting for a report.
+#: Seconds a round may go on after a hop failed before the bench stops waiting for a report.
 STUCK_SECONDS = 15.0
 #: Seconds the other components get to finish once the analyzer has exited.
-GRACE_SECONDS = 10.0
+GRACE_SECONDS = 5.0
 #: With ``paced`` clients, sending takes about this long, so that a fault lands mid-round.
 SEND_SECONDS = 3.0
 
@@ -370,7 +370,7 @@ class FaultRound:
 
     async def finish(self) -> RoundOutcome:
         """Wait for the analyzer to exit (at most (hops + 2) deadlines + 60 s, or STUCK_SECONDS
-        after another component failed), give the others GRACE_SECONDS to finish, stop what
+        after a hop failed: downstream of it nothing can complete), give the others GRACE_SECONDS to finish, stop what
         still runs, and collect the outcome."""
         spec = self.spec
         begun = self.started_at if self.started_at is not None else time.monotonic()
@@ -378,7 +378,7 @@ class FaultRound:
         stuck: float | None = None
         while self.components["analyzer"].returncode is None:
             now = time.monotonic()
-            if stuck is None and self._failures():
+            if stuck is None and any(c.name.startswith("hop-") for c in self._failures()):
                 stuck = now
             if (stuck is not None and now - stuck > STUCK_SECONDS) or now - begun > timeout:
                 break
