@@ -25,6 +25,7 @@ import argparse
 import asyncio
 import json
 import logging
+import signal
 import sys
 import time
 
@@ -63,7 +64,14 @@ HEADER = (
 )
 
 
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM as a Ctrl-C: asyncio.run then cancels the scenario, whose cleanup kills every
+    process group it started (a bare SIGTERM would leave them running)."""
+    raise KeyboardInterrupt
+
+
 def main() -> int:
+    signal.signal(signal.SIGTERM, _interrupt)
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=20_000, help="reports per round (default 20,000)")
     parser.add_argument(
@@ -94,26 +102,32 @@ def main() -> int:
     )
     if not args.json:
         print(HEADER, flush=True)
-    failed = 0
-    for name in names:
-        started = time.monotonic()
-        print(f"[{name}] {SCENARIOS[name].title} ...", file=sys.stderr, flush=True)
-        try:
-            row = asyncio.run(run_scenario(name, n=n, deadline=deadline, quick=args.quick))
-        except Exception as exc:  # a scenario that cannot run is reported, the others go on
-            failed += 1
-            print(f"{name:<16} could not run: {type(exc).__name__}: {exc}", flush=True)
-            continue
-        failed += row.verdict != "OK"
-        spent = time.monotonic() - started
-        print(f"[{name}] {row.verdict} in {spent:.0f} s: {row.why}", file=sys.stderr, flush=True)
-        if args.json:
-            print(json.dumps(row.to_json()), flush=True)
-        else:
-            print(_line(row), flush=True)
-            if row.message:
-                print(f"{'':<16} message: {row.message}", flush=True)
+    try:
+        failed = sum(not _run_one(name, n, deadline, args) for name in names)
+    except KeyboardInterrupt:
+        print("fault bench: interrupted (every process it started was stopped)", file=sys.stderr)
+        return 130
     return 1 if failed else 0
+
+
+def _run_one(name: str, n: int, deadline: float, args: argparse.Namespace) -> bool:
+    """Run scenario ``name``, print its row; True iff its verdict is OK."""
+    started = time.monotonic()
+    print(f"[{name}] {SCENARIOS[name].title} ...", file=sys.stderr, flush=True)
+    try:
+        row = asyncio.run(run_scenario(name, n=n, deadline=deadline, quick=args.quick))
+    except Exception as exc:  # a scenario that cannot run is reported, the others go on
+        print(f"{name:<16} could not run: {type(exc).__name__}: {exc}", flush=True)
+        return False
+    spent = time.monotonic() - started
+    print(f"[{name}] {row.verdict} in {spent:.0f} s: {row.why}", file=sys.stderr, flush=True)
+    if args.json:
+        print(json.dumps(row.to_json()), flush=True)
+    else:
+        print(_line(row), flush=True)
+        if row.message:
+            print(f"{'':<16} message: {row.message}", flush=True)
+    return row.verdict == "OK"
 
 
 if __name__ == "__main__":

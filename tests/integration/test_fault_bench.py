@@ -6,7 +6,8 @@ sent`` with no place where a report was created (lost is read along the stage lo
 the analyzer's ``n_received``, counted is the sum of the report's histogram: the two agree only
 if the published report agrees with itself). The verdict must be OK; the scenarios where today's
 code still loses reports are marked ``xfail(strict=True)``, so that when the mechanisms of issue
-13 land each flips to an unexpected pass and is noticed (then drop its mark).
+13 land each flips to an unexpected pass and is noticed (then drop its mark); ``plain`` loses
+reports in most runs but not in all, so its mark is not strict.
 
 Each scenario runs once (cached for the two tests that read its row); every stage has a
 --deadline of 12 s, so a scenario that loses reports waits that long for them.
@@ -15,6 +16,7 @@ Each scenario runs once (cached for the two tests that read its row); every stag
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
@@ -28,7 +30,6 @@ DEADLINE = 12.0
 
 #: Scenarios that lose reports today, and how (the rows of `bench/faults.py --quick`).
 LOSING_TODAY = {
-    "plain": "Mosquitto's default queue (1000) drops hop 0's backlog: silent loss, exit 0",
     "pause-hop0": "hop 0 paused 1 s on a plain Mosquitto: half the round dropped, exit 0",
     "stall-hop0": "hop 0 closes on its deadline before reading its inbox: silent loss",
     "broker-restart": "a broker without persistence loses what it held for hop 0: silent loss",
@@ -61,16 +62,24 @@ def test_every_row_accounts_for_every_report(name: str) -> None:
     assert row.lost == 0 or row.verdict == "FAIL" or row.exit_status != 0 or row.other_exits
 
 
+#: Losing today, but not always at n = 2,000: their xfail cannot be strict (an XPASS is shown).
+SOMETIMES_LOSING_TODAY = {
+    "plain": "hop 0's backlog on a plain Mosquitto crosses its default queue of 1000 or not: "
+    "30-400 of 2,000 lost in the runs measured, never 0 so far",
+}
+
+
+def verdict_param(name: str) -> Any:
+    if name in LOSING_TODAY:
+        return pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=LOSING_TODAY[name]))
+    if name in SOMETIMES_LOSING_TODAY:
+        reason = SOMETIMES_LOSING_TODAY[name]
+        return pytest.param(name, marks=pytest.mark.xfail(strict=False, reason=reason))
+    return name
+
+
 @pytest.mark.integration
-@pytest.mark.parametrize(
-    "name",
-    [
-        pytest.param(name, marks=pytest.mark.xfail(strict=True, reason=LOSING_TODAY[name]))
-        if name in LOSING_TODAY
-        else name
-        for name in SCENARIOS
-    ],
-)
+@pytest.mark.parametrize("name", [verdict_param(name) for name in SCENARIOS])
 def test_every_report_counted_once_or_the_loss_is_loud(name: str) -> None:
     row = row_of(name)
     assert row.verdict == "OK", row.to_json()
