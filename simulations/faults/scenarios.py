@@ -34,6 +34,8 @@ __all__ = ["SCENARIOS", "Scenario"]
 
 Notes = dict[str, Any]
 STATE = ("--state-dir", "{state}")
+JOURNAL_STEM = b"shuffledp-hop-journal/"
+"""How a journal file with a magic line begins."""
 JUNK_BYTES = 16_000_000
 """Each junk message: 16 MB, just under the 16 MiB packet limit of the generated configuration."""
 
@@ -132,10 +134,13 @@ async def broker_restart(r: FaultRound, quick: bool) -> Notes:
 
 
 def flip_length_bit(path: Path) -> Notes:
-    """Flip bit 32 of the length field of the middle record after the header of the journal at
-    ``path`` (the length then points far past the end of the file). Returns where."""
+    """Flip bit 32 of the length field (the first field of every record head, a big-endian u64)
+    of the middle record after the header of the journal at ``path``: the length then points
+    far past the end of the file. Returns where."""
     data = bytearray(path.read_bytes())
-    starts, offset = [], 0
+    # A journal format that begins with a magic line (format 2 on) has its records after it.
+    offset = data.index(b"\n") + 1 if data.startswith(JOURNAL_STEM) and b"\n" in data else 0
+    starts: list[int] = []
     while offset + RECORD_HEAD.size <= len(data):
         length = int(RECORD_HEAD.unpack_from(data, offset)[0])
         if offset + RECORD_HEAD.size + length > len(data):

@@ -180,6 +180,18 @@ def test_flip_length_bit_changes_one_bit_of_the_middle_records_length(tmp_path: 
     assert length == RECORD_HEAD.unpack_from(before, chosen)[0] + 2**32
 
 
+def test_flip_length_bit_skips_a_magic_line(tmp_path: Path) -> None:
+    magic = b"shuffledp-hop-journal/9\n"
+    records = [encode_record(KIND_HEADER, b"{}")]
+    records += [encode_record(KIND_INPUTS, bytes([i]) * 20) for i in range(3)]
+    path = tmp_path / "hop-0.journal"
+    path.write_bytes(magic + b"".join(records))
+    notes = flip_length_bit(path)
+    chosen = len(magic) + sum(len(r) for r in records[:2])
+    assert notes["records"] == 4 and notes["flipped_record_at_byte"] == chosen
+    assert path.read_bytes()[chosen + 3] == records[2][3] ^ 0x01
+
+
 def test_flip_length_bit_needs_records_to_flip(tmp_path: Path) -> None:
     path = tmp_path / "short.journal"
     path.write_bytes(encode_record(KIND_HEADER, b"{}"))
