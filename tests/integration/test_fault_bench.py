@@ -33,7 +33,6 @@ LOSING_TODAY = {
     "pause-hop0": "hop 0 paused 1 s on a plain Mosquitto: half the round dropped, exit 0",
     "stall-hop0": "hop 0 closes on its deadline before reading its inbox: silent loss",
     "broker-restart": "a broker without persistence loses what it held for hop 0: silent loss",
-    "journal-bitflip": "a flipped length bit reads as a torn tail: acknowledged reports vanish",
     "takeover": "a client account takes over hop 0's session: reports lost, or hop 0 crashes",
     "fill-round": "one client-process key fills the round (1,000,000 enrolled per process)",
     "kill-client": "hop 0 waits out its deadline and publishes a smaller round with exit 0",
