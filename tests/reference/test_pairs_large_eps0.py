@@ -43,7 +43,7 @@ from shuffledp.accountant.numerics import (
     log_binom_sf,
     log_weight_error,
 )
-from shuffledp.accountant.tight import single_bin_candidates
+from shuffledp.accountant.tight import DOMINATED_WIDTH, single_bin_candidates
 from tests.reference import mpmath_pairs
 
 Mpf = Any
@@ -368,11 +368,16 @@ def test_tight_never_inverts_and_dominates_the_lower_families(
         for member, truth_lo in _lower_family_truths(mech, eps):
             # The guarantee is at least every concrete dataset's exact delta ...
             assert result.delta_upper >= truth_lo, (member.name, result, truth_lo)
-            # ... and the reported lower end is at least every lower member's lower value.
-            assert result.delta_lower >= member.bracket(mech, eps).lower, (member.name, result)
-        # The upper end is the smallest valid upper bound, each containing its truth.
+            # ... and the reported lower end is at least every lower member's lower value, up
+            # to the width of the F(a) bracket that lets tight skip a member it covers
+            # (tight.covered: wang-krr and single-bin(a) are post-processings of F(a)).
+            floor = member.bracket(mech, eps).lower
+            assert result.delta_lower * (1 + DOMINATED_WIDTH) >= floor, (member.name, result)
+        # The upper end is the smallest valid upper bound, each containing its truth, up to
+        # optimal-blanket's bracket width where tight skips the clone-form members it dominates.
         for _, key in UPPERS.values():
-            assert result.delta_upper <= ref_clone_form(n, key, k, eps0, eps)[1] * (1 + 1e-9)
+            clone_form = ref_clone_form(n, key, k, eps0, eps)[1]
+            assert result.delta_upper <= clone_form * (1 + DOMINATED_WIDTH) * (1 + 1e-9)
 
 
 def test_tight_eps_for_delta_at_large_eps0() -> None:
