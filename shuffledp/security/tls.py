@@ -211,110 +211,20 @@ def init_tls(
     first and ``ca.pem`` last, so a reader that finds ``ca.pem`` finds everything it certifies.
     """
     names = tls_hosts(hosts)
-    root = tls_directory(directory)
-    _make_directory(Path(directory))
-    if os.path.lexists(root) and not root.is_dir():
-        raise TlsError(f"{root}: TLS directory must be a directory, it is not")
-    if not root.is_dir():
-        try:
-            root.mkdir(mode=DIRECTORY_MODE)
-            os.chmod(root, DIRECTORY_MODE)  # the umask may have removed bits
-        except OSError as exc:
-            raise TlsError(f"{root}: TLS directory cannot be created: {exc.strerror}") from None
+    root = _make_tls_directory(directory)
     check_tls_absent(directory, overwrite=overwrite)
-    paths = {name: root / name for name in _WRITE_ORDER}
-
     ca_key = ec.generate_private_key(ec.SECP256R1())
     server_key = ec.generate_private_key(ec.SECP256R1())
     not_before = datetime.datetime.now(datetime.UTC) - BACKDATE
-    not_after = not_before + datetime.timedelta(days=VALIDITY_DAYS)
-    # The CA's name carries its key identifier's start: two deployments' CAs never share a name.
-    ca_key_id = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
-    ca_name = x509.Name(
-        [
-            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "shuffledp"),
-            x509.NameAttribute(NameOID.COMMON_NAME, f"shuffledp CA {ca_key_id.digest.hex()[:16]}"),
-        ]
-    )
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=False,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(ca_key_id, critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
-    server_cert = (
-        x509.CertificateBuilder()
-        .subject_name(
-            x509.Name(
-                [
-                    x509.NameAttribute(NameOID.ORGANIZATION_NAME, "shuffledp"),
-                    x509.NameAttribute(NameOID.COMMON_NAME, "shuffledp broker"),
-                ]
-            )
-        )
-        .issuer_name(ca_name)
-        .public_key(server_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=False,
-                crl_sign=False,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.SubjectAlternativeName([_general_name(host) for host in names]), critical=False
-        )
-        .add_extension(
-            x509.SubjectKeyIdentifier.from_public_key(server_key.public_key()), critical=False
-        )
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())
-    )
+    ca_cert = _ca_certificate(ca_key, not_before)
+    server_cert = _server_certificate(server_key, names, ca_key=ca_key, not_before=not_before)
     contents = {
         CA_KEY_FILE: (_private_pem(ca_key), PRIVATE_FILE_MODE),
         SERVER_KEY_FILE: (_private_pem(server_key), PRIVATE_FILE_MODE),
         SERVER_CERT_FILE: (server_cert.public_bytes(serialization.Encoding.PEM), PUBLIC_FILE_MODE),
         CA_CERT_FILE: (ca_cert.public_bytes(serialization.Encoding.PEM), PUBLIC_FILE_MODE),
     }
+    paths = {name: root / name for name in _WRITE_ORDER}
     _write_files([(path, *contents[name]) for name, path in paths.items()], replace=overwrite)
     _fsync_directory(root)
     return TlsFiles(
@@ -325,6 +235,128 @@ def init_tls(
         hosts=names,
         ca_fingerprint=ca_cert.fingerprint(hashes.SHA256()).hex(),
     )
+
+
+def _make_tls_directory(directory: str | os.PathLike[str]) -> Path:
+    """``directory/tls``, created with mode 0700 if missing (``directory`` too, like a key
+    directory); TlsError naming it if it is not a directory or cannot be created."""
+    root = tls_directory(directory)
+    _make_directory(Path(directory))
+    if os.path.lexists(root) and not root.is_dir():
+        raise TlsError(f"{root}: TLS directory must be a directory, it is not")
+    if not root.is_dir():
+        try:
+            root.mkdir(mode=DIRECTORY_MODE)
+            os.chmod(root, DIRECTORY_MODE)  # the umask may have removed bits
+        except OSError as exc:
+            raise TlsError(f"{root}: TLS directory cannot be created: {exc.strerror}") from None
+    return root
+
+
+def _ca_name(ca_key: ec.EllipticCurvePrivateKey) -> x509.Name:
+    """The CA's subject. Its common name carries the start of the CA's key identifier: two
+    deployments' CAs never share a name."""
+    key_id = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "shuffledp"),
+            x509.NameAttribute(NameOID.COMMON_NAME, f"shuffledp CA {key_id.digest.hex()[:16]}"),
+        ]
+    )
+
+
+def _certificate_builder(
+    subject: x509.Name,
+    public_key: ec.EllipticCurvePublicKey,
+    *,
+    ca_key: ec.EllipticCurvePrivateKey,
+    not_before: datetime.datetime,
+) -> x509.CertificateBuilder:
+    """A certificate of ``public_key`` for ``subject``, issued by the CA of ``ca_key``: a fresh
+    random serial number, valid :data:`VALIDITY_DAYS` days from ``not_before``, with the basic
+    constraints and key usage still to add, then the key identifiers (:func:`_key_identifiers`)."""
+    return (
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(_ca_name(ca_key))
+        .public_key(public_key)
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(not_before)
+        .not_valid_after(not_before + datetime.timedelta(days=VALIDITY_DAYS))
+    )
+
+
+def _key_identifiers(
+    builder: x509.CertificateBuilder,
+    public_key: ec.EllipticCurvePublicKey,
+    ca_key: ec.EllipticCurvePrivateKey,
+) -> x509.CertificateBuilder:
+    """``builder`` with the subject key identifier of ``public_key`` and the authority key
+    identifier of ``ca_key`` (strict X.509 verifiers require both)."""
+    ca_key_id = x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key())
+    return builder.add_extension(
+        x509.SubjectKeyIdentifier.from_public_key(public_key), critical=False
+    ).add_extension(
+        x509.AuthorityKeyIdentifier.from_issuer_subject_key_identifier(ca_key_id), critical=False
+    )
+
+
+def _key_usage(
+    *, digital_signature: bool = False, key_cert_sign: bool = False, crl_sign: bool = False
+) -> x509.KeyUsage:
+    """The keyUsage extension with only the named usages set."""
+    return x509.KeyUsage(
+        digital_signature=digital_signature,
+        content_commitment=False,
+        key_encipherment=False,
+        data_encipherment=False,
+        key_agreement=False,
+        key_cert_sign=key_cert_sign,
+        crl_sign=crl_sign,
+        encipher_only=False,
+        decipher_only=False,
+    )
+
+
+def _ca_certificate(
+    ca_key: ec.EllipticCurvePrivateKey, not_before: datetime.datetime
+) -> x509.Certificate:
+    """The CA's self-signed certificate: CA:true with pathLen 0, keyCertSign and cRLSign."""
+    public_key = ca_key.public_key()
+    builder = (
+        _certificate_builder(_ca_name(ca_key), public_key, ca_key=ca_key, not_before=not_before)
+        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+        .add_extension(_key_usage(key_cert_sign=True, crl_sign=True), critical=True)
+    )
+    return _key_identifiers(builder, public_key, ca_key).sign(ca_key, hashes.SHA256())
+
+
+def _server_certificate(
+    server_key: ec.EllipticCurvePrivateKey,
+    hosts: tuple[str, ...],
+    *,
+    ca_key: ec.EllipticCurvePrivateKey,
+    not_before: datetime.datetime,
+) -> x509.Certificate:
+    """The broker's certificate for ``hosts`` (its subject alternative names), signed by the
+    CA: CA:false, digitalSignature, serverAuth only."""
+    subject = x509.Name(
+        [
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "shuffledp"),
+            x509.NameAttribute(NameOID.COMMON_NAME, "shuffledp broker"),
+        ]
+    )
+    public_key = server_key.public_key()
+    builder = (
+        _certificate_builder(subject, public_key, ca_key=ca_key, not_before=not_before)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(_key_usage(digital_signature=True), critical=True)
+        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName([_general_name(host) for host in hosts]), critical=False
+        )
+    )
+    return _key_identifiers(builder, public_key, ca_key).sign(ca_key, hashes.SHA256())
 
 
 def check_tls_absent(directory: str | os.PathLike[str], *, overwrite: bool) -> None:
