@@ -138,42 +138,65 @@ def init_key_directory(
     require_int("hops", hops, 1, MAX_HOPS)
     root = Path(directory)
     _make_directory(root)
-    stages = stage_names(hops)
     public_path = public_file_path(root)
-    targets = [private_key_path(root, stage) for stage in stages]
-    stale = _hop_files(root) - set(targets)
+    targets = [private_key_path(root, stage) for stage in stage_names(hops)]
+    stale = sorted(_hop_files(root) - set(targets))
     if not overwrite:
-        for path in [public_path, *targets, *sorted(stale)]:
-            if os.path.lexists(path):
-                raise KeyDirectoryError(
-                    f"{path}: key directory file already exists (--overwrite replaces the keys)"
-                )
-
-    keys: list[PrivateKey] = []
-    seen: set[bytes] = set()
-    while len(keys) < len(stages):
-        pair = generate_keypair()
-        public_bytes = public_key_to_bytes(pair.public)
-        if public_bytes not in seen:  # a repeat is astronomically unlikely; loading refuses one
-            seen.add(public_bytes)
-            keys.append(pair.private)
-
+        _refuse_existing([public_path, *targets, *stale])
+    keys = _distinct_private_keys(len(targets))
     public_keys = [key.public_key for key in keys]
-    document = {
-        "format": FORMAT,
-        "version": VERSION,
-        "n_hops": hops,
-        "hops": [public_key_to_bytes(key).hex() for key in public_keys[:-1]],
-        "analyzer": public_key_to_bytes(public_keys[-1]).hex(),
-    }
     files = [
         (path, (private_key_to_bytes(key).hex() + "\n").encode("ascii"), PRIVATE_FILE_MODE)
         for path, key in zip(targets, keys, strict=True)
     ]
-    text = json.dumps(document, indent=2) + "\n"
-    files.append((public_path, text.encode("ascii"), PUBLIC_FILE_MODE))
+    files.append((public_path, _public_document(public_keys), PUBLIC_FILE_MODE))
     _write_files(files, replace=overwrite)
-    for path in sorted(stale):
+    _remove_stale_hop_files(stale, hops)
+    _fsync_directory(root)
+    return PublicDirectory(
+        n_hops=hops, hop_keys=tuple(public_keys[:-1]), analyzer_key=public_keys[-1]
+    )
+
+
+def _refuse_existing(paths: Sequence[Path]) -> None:
+    """KeyDirectoryError naming the first of ``paths`` that exists (a symlink counts)."""
+    for path in paths:
+        if os.path.lexists(path):
+            raise KeyDirectoryError(
+                f"{path}: key directory file already exists (--overwrite replaces the keys)"
+            )
+
+
+def _distinct_private_keys(count: int) -> list[PrivateKey]:
+    """``count`` fresh private keys from the OS CSPRNG whose public keys are pairwise distinct
+    (a repeat is astronomically unlikely; loading refuses one, so one is drawn again)."""
+    keys: list[PrivateKey] = []
+    seen: set[bytes] = set()
+    while len(keys) < count:
+        pair = generate_keypair()
+        public_bytes = public_key_to_bytes(pair.public)
+        if public_bytes not in seen:
+            seen.add(public_bytes)
+            keys.append(pair.private)
+    return keys
+
+
+def _public_document(public_keys: Sequence[PublicKey]) -> bytes:
+    """The content of ``public.json`` for the hops' public keys then the analyzer's."""
+    document = {
+        "format": FORMAT,
+        "version": VERSION,
+        "n_hops": len(public_keys) - 1,
+        "hops": [public_key_to_bytes(key).hex() for key in public_keys[:-1]],
+        "analyzer": public_key_to_bytes(public_keys[-1]).hex(),
+    }
+    return (json.dumps(document, indent=2) + "\n").encode("ascii")
+
+
+def _remove_stale_hop_files(stale: Sequence[Path], hops: int) -> None:
+    """Remove the ``hop-<i>.key`` files with i >= ``hops`` that an earlier initialization with
+    more hops left; KeyDirectoryError naming one that cannot be removed."""
+    for path in stale:
         try:
             path.unlink()
         except FileNotFoundError:
@@ -183,10 +206,6 @@ def init_key_directory(
                 f"{path}: stale private key file (hops >= {hops}) must be removed, cannot: "
                 f"{exc.strerror}"
             ) from None
-    _fsync_directory(root)
-    return PublicDirectory(
-        n_hops=hops, hop_keys=tuple(public_keys[:-1]), analyzer_key=public_keys[-1]
-    )
 
 
 def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
@@ -200,6 +219,26 @@ def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
     64 hex characters or is refused by ``public_key_from_bytes``, or if two keys are equal.
     """
     path = public_file_path(directory)
+    document = _read_public_document(path)
+    n_hops = _document_n_hops(path, document)
+    hops = document.get("hops")
+    if not isinstance(hops, list):
+        raise KeyDirectoryError(
+            f"{path}: hops must be a list of {n_hops} hex public keys, got {type(hops).__name__}"
+        )
+    if len(hops) != n_hops:
+        raise KeyDirectoryError(
+            f"{path}: hops must hold n_hops = {n_hops} public keys, got {len(hops)}"
+        )
+    hop_keys = tuple(_public_key(path, f"hops[{i}]", value) for i, value in enumerate(hops))
+    analyzer_key = _public_key(path, "analyzer", document.get("analyzer"))
+    _require_distinct(path, [*hop_keys, analyzer_key])
+    return PublicDirectory(n_hops=n_hops, hop_keys=hop_keys, analyzer_key=analyzer_key)
+
+
+def _read_public_document(path: Path) -> dict[str, Any]:
+    """The JSON object of the public key file ``path``; KeyDirectoryError naming the file if it
+    is missing, unreadable, not UTF-8 JSON or not an object."""
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
@@ -219,6 +258,12 @@ def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
         raise KeyDirectoryError(
             f"{path}: public key file must hold a JSON object, got {type(document).__name__}"
         )
+    return document
+
+
+def _document_n_hops(path: Path, document: dict[str, Any]) -> int:
+    """The ``n_hops`` of a public key document after its format and version are checked;
+    KeyDirectoryError naming the file and the field for any of the three."""
     fmt = document.get("format")
     if fmt != FORMAT:
         raise KeyDirectoryError(f"{path}: format must be {FORMAT!r}, got {fmt!r}")
@@ -231,20 +276,15 @@ def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
     except InvalidParameterError as exc:
         raise KeyDirectoryError(f"{path}: {exc}") from None
     assert isinstance(n_hops, int)
-    hops = document.get("hops")
-    if not isinstance(hops, list):
-        raise KeyDirectoryError(
-            f"{path}: hops must be a list of {n_hops} hex public keys, got {type(hops).__name__}"
-        )
-    if len(hops) != n_hops:
-        raise KeyDirectoryError(
-            f"{path}: hops must hold n_hops = {n_hops} public keys, got {len(hops)}"
-        )
-    hop_keys = tuple(_public_key(path, f"hops[{i}]", value) for i, value in enumerate(hops))
-    analyzer_key = _public_key(path, "analyzer", document.get("analyzer"))
-    names = [f"hops[{i}]" for i in range(n_hops)] + ["analyzer"]
+    return n_hops
+
+
+def _require_distinct(path: Path, keys: Sequence[PublicKey]) -> None:
+    """KeyDirectoryError naming the first key (hops[i], then the analyzer's, the last of
+    ``keys``) that equals an earlier one."""
+    names = [f"hops[{i}]" for i in range(len(keys) - 1)] + ["analyzer"]
     first_with: dict[bytes, str] = {}
-    for name, key in zip(names, [*hop_keys, analyzer_key], strict=True):
+    for name, key in zip(names, keys, strict=True):
         raw_key = public_key_to_bytes(key)
         if raw_key in first_with:
             raise KeyDirectoryError(
@@ -252,7 +292,6 @@ def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
                 f"({fingerprint(key)}...)"
             )
         first_with[raw_key] = name
-    return PublicDirectory(n_hops=n_hops, hop_keys=hop_keys, analyzer_key=analyzer_key)
 
 
 def load_private_key(directory: str | os.PathLike[str], stage: str) -> PrivateKey:
