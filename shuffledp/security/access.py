@@ -246,50 +246,14 @@ def init_access(
     if clients_per_process is not EVEN_SHARE:
         ClientRoster(client_processes=client_processes, clients_per_process=clients_per_process)
     root = access_directory(directory)
-    if os.path.lexists(root) and not root.is_dir():
-        raise AccessError(f"{root}: access directory must be a directory, it is not")
-    if not overwrite and root.exists() and any(root.iterdir()):
-        raise AccessError(
-            f"{root}: access directory already holds files (--overwrite replaces the "
-            f"broker credentials)"
-        )
-    root.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
-    passwords = {
-        name: base64.urlsafe_b64encode(secrets.token_bytes(PASSWORD_BYTES)).decode().rstrip("=")
-        for name in names
-    }
-    for name, password in passwords.items():
-        _write_file(
-            root / f"{name}.password",
-            (password + "\n").encode(),
-            PRIVATE_FILE_MODE,
-            replace=overwrite,
-        )
+    _prepare_access_directory(root, overwrite=overwrite)
+    passwords = _write_passwords(root, names, overwrite=overwrite)
     passwd = "".join(f"{name}:{hash_password(passwords[name])}\n" for name in names)
     _write_file(root / "passwd", passwd.encode(), PRIVATE_FILE_MODE, replace=overwrite)
     _write_file(root / "acl", acl_text(rules).encode(), PRIVATE_FILE_MODE, replace=overwrite)
-    conf = (
-        mosquitto_auth_settings(root)
-        + MOSQUITTO_DELIVERY_SETTINGS
-        + mosquitto_persistence_settings(root)
-        + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
-        + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
-    )
+    conf = _mosquitto_config_text(root)
     _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
-    master = secrets.token_bytes(MASTER_KEY_SIZE)
-    _write_file(
-        root / CLIENT_MASTER_FILE,
-        (master.hex() + "\n").encode(),
-        PRIVATE_FILE_MODE,
-        replace=overwrite,
-    )
-    for process in range(client_processes):
-        _write_file(
-            root / f"clients-{process}.clientkey",
-            (process_key(master, process).hex() + "\n").encode(),
-            PRIVATE_FILE_MODE,
-            replace=overwrite,
-        )
+    _write_client_keys(root, client_processes, overwrite=overwrite)
     document = {
         "format": FORMAT,
         "version": VERSION,
@@ -306,6 +270,67 @@ def init_access(
         replace=overwrite,
     )
     return names
+
+
+def _prepare_access_directory(root: Path, *, overwrite: bool) -> None:
+    """Create ``root`` (mode 0700, parents too) if missing; AccessError if it is not a directory,
+    or holds any file and ``overwrite`` is false."""
+    if os.path.lexists(root) and not root.is_dir():
+        raise AccessError(f"{root}: access directory must be a directory, it is not")
+    if not overwrite and root.exists() and any(root.iterdir()):
+        raise AccessError(
+            f"{root}: access directory already holds files (--overwrite replaces the "
+            f"broker credentials)"
+        )
+    root.mkdir(mode=DIRECTORY_MODE, parents=True, exist_ok=True)
+
+
+def _write_passwords(root: Path, names: tuple[str, ...], *, overwrite: bool) -> dict[str, str]:
+    """Draw a fresh password per identity (the URL-safe base64 of PASSWORD_BYTES bytes from the
+    OS CSPRNG, unpadded), write each to ``<identity>.password`` (0600); return them by name."""
+    passwords = {
+        name: base64.urlsafe_b64encode(secrets.token_bytes(PASSWORD_BYTES)).decode().rstrip("=")
+        for name in names
+    }
+    for name, password in passwords.items():
+        _write_file(
+            root / f"{name}.password",
+            (password + "\n").encode(),
+            PRIVATE_FILE_MODE,
+            replace=overwrite,
+        )
+    return passwords
+
+
+def _mosquitto_config_text(root: Path) -> str:
+    """``mosquitto.conf`` of the access directory ``root``: its accounts and ACL, the delivery
+    and persistence settings, one listener on 127.0.0.1:1883."""
+    return (
+        mosquitto_auth_settings(root)
+        + MOSQUITTO_DELIVERY_SETTINGS
+        + mosquitto_persistence_settings(root)
+        + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"
+        + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS
+    )
+
+
+def _write_client_keys(root: Path, client_processes: int, *, overwrite: bool) -> None:
+    """Draw the client master key (OS CSPRNG) and write it to ``client-master.key``, then each
+    client process's key derived from it to ``clients-<j>.clientkey`` (all 0600, hex)."""
+    master = secrets.token_bytes(MASTER_KEY_SIZE)
+    _write_file(
+        root / CLIENT_MASTER_FILE,
+        (master.hex() + "\n").encode(),
+        PRIVATE_FILE_MODE,
+        replace=overwrite,
+    )
+    for process in range(client_processes):
+        _write_file(
+            root / f"clients-{process}.clientkey",
+            (process_key(master, process).hex() + "\n").encode(),
+            PRIVATE_FILE_MODE,
+            replace=overwrite,
+        )
 
 
 def acl_text(rules: tuple[AccessRules, ...]) -> str:
