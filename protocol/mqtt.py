@@ -26,7 +26,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import aiomqtt
 
@@ -216,6 +216,55 @@ def _tls_settings(
     return system_tls_context(), "the system's default trust store"
 
 
+def _check_connection_settings(
+    client_id: object,
+    max_in_flight: int,
+    timeout: float,
+    username: str | None,
+    password: str | None,
+) -> None:
+    """InvalidParameterError naming the parameter unless the client id is a non-empty string,
+    ``max_in_flight`` in [1, 65535], ``timeout`` > 0, and username and password both given or
+    both not."""
+    if not isinstance(client_id, str) or not client_id:
+        raise InvalidParameterError(f"client_id must be a non-empty string, got {client_id!r}")
+    require_int("max_in_flight", max_in_flight, 1, 65535, bound="[1, 65535]")
+    require_positive("timeout", timeout)
+    if (username is None) != (password is None):
+        raise InvalidParameterError(
+            "username and password must be given together (both or neither), got "
+            f"username {'set' if username is not None else 'None'}, password "
+            f"{'set' if password is not None else 'None'}"
+        )
+
+
+def _check_flags(**flags: object) -> None:
+    """InvalidParameterError naming the first of ``flags`` that is not True or False."""
+    for name, flag in flags.items():
+        if not isinstance(flag, bool):
+            raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
+
+
+def _reconnect_seconds(reconnect_timeout: object, persistent_session: bool) -> float:
+    """``reconnect_timeout`` as seconds; InvalidParameterError unless it is a finite number
+    >= 0, and 0 without a persistent session (what the broker received meanwhile is lost)."""
+    if isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float):
+        raise InvalidParameterError(
+            f"reconnect_timeout must be a number of seconds, got {reconnect_timeout!r}"
+        )
+    if not 0 <= reconnect_timeout < float("inf"):
+        raise InvalidParameterError(
+            f"reconnect_timeout must be finite and >= 0 (0: no reconnect), got "
+            f"{reconnect_timeout!r}"
+        )
+    if reconnect_timeout and not persistent_session:
+        raise InvalidParameterError(
+            "reconnect_timeout needs persistent_session=True (without a session, what the "
+            f"broker received while this client was away is lost), got {reconnect_timeout!r}"
+        )
+    return float(reconnect_timeout)
+
+
 def _note_session_flag(client: aiomqtt.Client, transport: MqttTransport) -> None:
     """Keep the session-present flag of ``client``'s CONNACK in ``transport.session_present``
     (aiomqtt drops it; its paho client's on_connect callback receives it)."""
@@ -309,45 +358,29 @@ class MqttTransport:
         address = parse_broker_address(url)
         self.host, self.port, self.tls = address.host, address.port, address.tls
         self.url = url
-        tls_context, self.trust = _tls_settings(url, address.tls, tls_context, tls_ca)
-        if not isinstance(client_id, str) or not client_id:
-            raise InvalidParameterError(f"client_id must be a non-empty string, got {client_id!r}")
-        require_int("max_in_flight", max_in_flight, 1, 65535, bound="[1, 65535]")
-        require_positive("timeout", timeout)
+        self._tls_context, self.trust = _tls_settings(url, address.tls, tls_context, tls_ca)
+        _check_connection_settings(client_id, max_in_flight, timeout, username, password)
         self.timeout = float(timeout)
-        if (username is None) != (password is None):
-            raise InvalidParameterError(
-                "username and password must be given together (both or neither), got "
-                f"username {'set' if username is not None else 'None'}, password "
-                f"{'set' if password is not None else 'None'}"
-            )
         self.client_id = client_id
         self.username = username
-        for name, flag in (
-            ("manual_ack", manual_ack),
-            ("persistent_session", persistent_session),
-            ("fresh_session", fresh_session),
-        ):
-            if not isinstance(flag, bool):
-                raise InvalidParameterError(f"{name} must be True or False, got {flag!r}")
+        self._password = password
+        self._max_in_flight = max_in_flight
+        _check_flags(
+            manual_ack=manual_ack,
+            persistent_session=persistent_session,
+            fresh_session=fresh_session,
+        )
         self.manual_ack = manual_ack
         self.persistent_session = persistent_session
         self.fresh_session = fresh_session and persistent_session
-        if isinstance(reconnect_timeout, bool) or not isinstance(reconnect_timeout, int | float):
-            raise InvalidParameterError(
-                f"reconnect_timeout must be a number of seconds, got {reconnect_timeout!r}"
-            )
-        if not 0 <= reconnect_timeout < float("inf"):
-            raise InvalidParameterError(
-                f"reconnect_timeout must be finite and >= 0 (0: no reconnect), got "
-                f"{reconnect_timeout!r}"
-            )
-        if reconnect_timeout and not persistent_session:
-            raise InvalidParameterError(
-                "reconnect_timeout needs persistent_session=True (without a session, what the "
-                f"broker received while this client was away is lost), got {reconnect_timeout!r}"
-            )
-        self.reconnect_timeout = float(reconnect_timeout)
+        self.reconnect_timeout = _reconnect_seconds(reconnect_timeout, persistent_session)
+        self._will_topic = will_topic
+        self._init_connection_state()
+        self._client = self._make_client()
+
+    def _init_connection_state(self) -> None:
+        """What this transport keeps across connections: the counters and flag it reports,
+        and what a reconnection needs to renew."""
         #: Connections re-established after a loss (a broker restart, a session takeover).
         self.reconnects = 0
         #: The session-present flag of the last CONNACK: True iff the broker resumed this
@@ -357,7 +390,6 @@ class MqttTransport:
         #: the broker held for this client while it was away is lost and must be repaired.
         self.sessions_lost = 0
         self._session_lost_listeners: list[Callable[[], object]] = []
-        self._will_topic = will_topic
         # The last retained message this connection published on its will topic (the stage's
         # status): the will may delete it when the connection is lost, so a reconnection
         # publishes it again (else the other stages would wait for a "ready" that is gone).
@@ -366,57 +398,55 @@ class MqttTransport:
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
         self._stale: set[int] = set()  # ids of messages received on a connection since lost
-        transport = self
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
-        class _IncomingQueue(asyncio.Queue[aiomqtt.Message]):
-            """aiomqtt's queue of received messages (its ``queue_type`` parameter), kept so that
-            messages() can take what has already arrived without aiomqtt's iterator, which
-            starts a task and an asyncio.wait per message (a third of a hop's CPU at 1e5)."""
+    def _incoming_queue(self, maxsize: int = 0) -> asyncio.Queue[aiomqtt.Message]:
+        """A new queue of received messages for aiomqtt (the client's ``queue_type``, which it
+        calls once as ``queue_type(maxsize=...)``), kept as ``_queue`` so that messages() can
+        take what has already arrived without aiomqtt's iterator, which starts a task and an
+        asyncio.wait per message (a third of a hop's CPU at 1e5)."""
+        queue: asyncio.Queue[aiomqtt.Message] = asyncio.Queue(maxsize)
+        self._queue = queue
+        return queue
 
-            def __init__(self, maxsize: int = 0) -> None:
-                super().__init__(maxsize)
-                transport._queue = self
-
-        def make_client(*, ending_session: bool = False) -> aiomqtt.Client:
-            """An aiomqtt client with these settings (each reconnection takes a fresh one).
-            ``ending_session``: a bare CleanSession = 1 connection under the same id and login
-            (no will, automatic acks), whose only purpose is to end the persistent session."""
-            login: dict[str, Any] = {
-                "identifier": client_id,
-                "logger": _QUIET,
-                "timeout": self.timeout,
-                "tls_context": tls_context,
-                "username": username,
-                "password": password,
-            }
-            if ending_session:
-                return aiomqtt.Client(self.host, self.port, clean_session=True, **login)
-            client = aiomqtt.Client(
-                self.host,
-                self.port,
-                # MQTT 3.1.1 CleanSession = 0: the broker keeps the subscriptions and queues QoS 1
-                # messages while the client is away; None lets paho use its default (clean).
-                clean_session=False if persistent_session else None,
-                max_inflight_messages=max_in_flight,
-                keepalive=60,
-                queue_type=_IncomingQueue,
-                # If the process dies without disconnecting, the broker publishes this: an empty
-                # retained payload, which deletes the stage's retained status (no stale "ready").
-                will=None
-                if will_topic is None
-                else aiomqtt.Will(will_topic, b"", qos=QOS, retain=True),
-                **login,
-            )
-            if manual_ack:
-                # paho then sends no PUBACK by itself: ack() does, once the stage has kept the
-                # message (aiomqtt has no API for this; the paho client underneath has).
-                client._client.manual_ack_set(True)
-            _note_session_flag(client, transport)
-            return client
-
-        self._make_client = make_client
-        self._client = make_client()
+    def _make_client(self, *, ending_session: bool = False) -> aiomqtt.Client:
+        """An aiomqtt client with these settings (each reconnection takes a fresh one).
+        ``ending_session``: a bare CleanSession = 1 connection under the same id and login
+        (no will, automatic acks), whose only purpose is to end the persistent session."""
+        login: dict[str, Any] = {
+            "identifier": self.client_id,
+            "logger": _QUIET,
+            "timeout": self.timeout,
+            "tls_context": self._tls_context,
+            "username": self.username,
+            "password": self._password,
+        }
+        if ending_session:
+            return aiomqtt.Client(self.host, self.port, clean_session=True, **login)
+        # aiomqtt types queue_type as a Queue class; it only ever calls it (see _incoming_queue).
+        queue_type = cast("type[asyncio.Queue[aiomqtt.Message]]", self._incoming_queue)
+        client = aiomqtt.Client(
+            self.host,
+            self.port,
+            # MQTT 3.1.1 CleanSession = 0: the broker keeps the subscriptions and queues QoS 1
+            # messages while the client is away; None lets paho use its default (clean).
+            clean_session=False if self.persistent_session else None,
+            max_inflight_messages=self._max_in_flight,
+            keepalive=60,
+            queue_type=queue_type,
+            # If the process dies without disconnecting, the broker publishes this: an empty
+            # retained payload, which deletes the stage's retained status (no stale "ready").
+            will=None
+            if self._will_topic is None
+            else aiomqtt.Will(self._will_topic, b"", qos=QOS, retain=True),
+            **login,
+        )
+        if self.manual_ack:
+            # paho then sends no PUBACK by itself: ack() does, once the stage has kept the
+            # message (aiomqtt has no API for this; the paho client underneath has).
+            client._client.manual_ack_set(True)
+        _note_session_flag(client, self)
+        return client
 
     async def __aenter__(self) -> Self:
         if self.fresh_session:
