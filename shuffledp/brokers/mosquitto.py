@@ -22,7 +22,7 @@ import signal
 import subprocess
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from pathlib import Path
 from types import TracebackType
 
@@ -231,70 +231,93 @@ class MosquittoBroker:
     # -- starting: one generator of steps, driven by a blocking or by an asyncio sleep ------------
 
     def _start_steps(self) -> Iterator[float]:
-        """Start mosquitto; yield seconds to sleep while waiting for its port; raise on failure."""
+        """Start mosquitto; yield seconds to sleep while waiting for its port; raise on failure.
+        A port taken meanwhile by another program is retried on fresh ports (not a fixed one)."""
+        binary = self._mosquitto_binary()
+        for attempt in range(PORT_ATTEMPTS):
+            process = self._launch(binary)
+            failure = yield from self._await_listening(process)
+            if failure is None:
+                return
+            self._give_up_or_retry(binary, failure, may_retry=attempt < PORT_ATTEMPTS - 1)
+
+    def _mosquitto_binary(self) -> str:
+        """The executable to start: ``binary`` or :func:`find_mosquitto`; BrokerError if none."""
         binary = self._binary or find_mosquitto()
         if binary is None or not os.access(binary, os.X_OK):
             raise BrokerError(
                 f"mosquitto not found ({binary or 'looked on PATH and at /usr/sbin/mosquitto'}); "
                 f"install it (apt-get install mosquitto) or use the embedded broker"
             )
-        for attempt in range(PORT_ATTEMPTS):
-            self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
-            config = write_mosquitto_config(
-                self._tmpdir,
-                self._port,
-                access_dir=self._access_dir,
-                tls_dir=self._tls_dir,
-                tls_port=self._tls_port,
-                # Nothing restarts this broker and its folder goes when it stops: saving its
-                # state would only cost time (a save stalls the broker while it writes).
-                persistence=False,
+        return binary
+
+    def _launch(self, binary: str) -> subprocess.Popen[bytes]:
+        """Write the configuration into a fresh temporary directory and start mosquitto on it,
+        its output going to ``mosquitto.log`` there."""
+        self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
+        config = write_mosquitto_config(
+            self._tmpdir,
+            self._port,
+            access_dir=self._access_dir,
+            tls_dir=self._tls_dir,
+            tls_port=self._tls_port,
+            # Nothing restarts this broker and its folder goes when it stops: saving its
+            # state would only cost time (a save stalls the broker while it writes).
+            persistence=False,
+        )
+        with open(self._tmpdir / "mosquitto.log", "wb") as log:
+            self._process = subprocess.Popen(
+                [binary, "-c", str(config)],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
             )
-            with open(self._tmpdir / "mosquitto.log", "wb") as log:
-                self._process = subprocess.Popen(
-                    [binary, "-c", str(config)],
-                    stdin=subprocess.DEVNULL,
-                    stdout=log,
-                    stderr=subprocess.STDOUT,
-                    start_new_session=True,  # a Ctrl-C in the terminal reaches us, not it
-                )
-            deadline = time.monotonic() + self.START_TIMEOUT
-            while True:
-                code = self._process.poll()
-                if code is not None:
-                    reason = f"exited with code {code}"
-                    break
-                if accepts_connections(self.host, self._port) and (
-                    self._tls_port is None or accepts_connections(self.host, self._tls_port)
-                ):
-                    # Could be another program on a port just taken: ours must still be running.
-                    yield 0.05
-                    code = self._process.poll()
-                    if code is None:
-                        return
-                    reason = f"exited with code {code}"
-                    break
-                if time.monotonic() > deadline:
-                    reason = f"did not accept connections within {self.START_TIMEOUT:g} s"
-                    break
-                yield 0.02
-            output = self.log().strip()
-            self._stop()
-            if (
-                "address already in use" in output.lower()
-                and not self._fixed_port
-                and attempt < PORT_ATTEMPTS - 1
-            ):
-                self._port = free_loopback_port()
-                if self._tls_port is not None:
-                    self._tls_port = self._free_port_but_plain()
-                continue
-            if "address already in use" in output.lower():
-                raise port_in_use(self._port, f"mosquitto ({binary})")
-            raise BrokerError(
-                f"mosquitto ({binary}) on {self.host}:{self._port} {reason}; its output: "
-                f"{output or '(none)'}"
-            )
+        return self._process
+
+    def _listening(self) -> bool:
+        """Whether the plain port (and the TLS port, if any) accepts connections."""
+        return accepts_connections(self.host, self._port) and (
+            self._tls_port is None or accepts_connections(self.host, self._tls_port)
+        )
+
+    def _await_listening(
+        self, process: subprocess.Popen[bytes]
+    ) -> Generator[float, None, str | None]:
+        """Yield pauses until ``process`` listens on its ports (then return None) or fails:
+        then return why (it exited, or did not listen within START_TIMEOUT)."""
+        deadline = time.monotonic() + self.START_TIMEOUT
+        while True:
+            code = process.poll()
+            if code is not None:
+                return f"exited with code {code}"
+            if self._listening():
+                # Could be another program on a port just taken: ours must still be running.
+                yield 0.05
+                code = process.poll()
+                return None if code is None else f"exited with code {code}"
+            if time.monotonic() > deadline:
+                return f"did not accept connections within {self.START_TIMEOUT:g} s"
+            yield 0.02
+
+    def _give_up_or_retry(self, binary: str, failure: str, *, may_retry: bool) -> None:
+        """Stop the failed mosquitto; if its port was in use and ``may_retry`` (ports not fixed),
+        take fresh ports and return; else raise the error (port in use, or BrokerError with
+        ``failure`` and mosquitto's output)."""
+        output = self.log().strip()
+        self._stop()
+        in_use = "address already in use" in output.lower()
+        if in_use and not self._fixed_port and may_retry:
+            self._port = free_loopback_port()
+            if self._tls_port is not None:
+                self._tls_port = self._free_port_but_plain()
+            return
+        if in_use:
+            raise port_in_use(self._port, f"mosquitto ({binary})")
+        raise BrokerError(
+            f"mosquitto ({binary}) on {self.host}:{self._port} {failure}; its output: "
+            f"{output or '(none)'}"
+        )
 
     def _stop_process(self) -> None:
         process, self._process = self._process, None
