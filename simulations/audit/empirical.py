@@ -694,10 +694,7 @@ def run_audit(
     seed_int = seed_value(seed)  # a numpy Generator: a seed drawn from it, recorded
     pair, worst_candidates = _neighbouring_pair(dataset, nx0, mech, eps, n=n, k=k)
     source = default_source(seed_int)
-    chunks = -(-trials // chunk_trials(k))
-    advance = progress(2 * chunks) if progress is not None else None
-    stats_p = sample_two_counts(pair, X0, mech.eps0, trials, source, advance)
-    stats_q = sample_two_counts(pair, X1, mech.eps0, trials, source, advance)
+    stats_p, stats_q = _sample_pair(pair, mech.eps0, trials, source, progress)
     exact = exact_two_count(pair, mech.eps0)
     scores = _Scores.of(exact, stats_p, stats_q)
     measured = _measure(scores, eps, alpha)
@@ -729,6 +726,22 @@ def run_audit(
         published=published_value(n, k, mech.eps0, pair.nx0, eps),
         elapsed_s=round(time.monotonic() - started, 3),
     )
+
+
+def _sample_pair(
+    pair: AuditDataset,
+    eps0: float,
+    trials: int,
+    source: RandomSource,
+    progress: Callable[[int], Callable[[], None]] | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(h_x0, h_x1) of ``trials`` histograms under P, then under Q; ``progress`` is told the
+    number of chunks of both."""
+    chunks = -(-trials // chunk_trials(pair.k))
+    advance = progress(2 * chunks) if progress is not None else None
+    stats_p = sample_two_counts(pair, X0, eps0, trials, source, advance)
+    stats_q = sample_two_counts(pair, X1, eps0, trials, source, advance)
+    return stats_p, stats_q
 
 
 def _check_audit_parameters(k: int, eps: float, trials: int, alpha: float) -> tuple[float, float]:
