@@ -93,20 +93,9 @@ def build_report(
     ``tv_distance`` (keys ``shuffle``, ``shuffle+INV``, ``IBU``, ``gaussian``), ``IBU_method``
     and ``baseline`` (the central Gaussian's sigma, eps, delta).
 
-    ``privacy`` (Tight accountant, ``n`` = n_received): ``eps``, ``delta`` (= ``delta_upper``,
-    the valid guarantee), ``delta_lower``, ``bound`` (the upper bound that gave delta_upper),
-    ``n``, ``mode``. Without ``eps``: eps is the smallest eps whose valid delta is <=
-    ``target_delta`` (``eps_for_delta``, safe side; its bracket in ``eps_lower``), and
-    delta/delta_lower are the accountant's bracket at that eps. With ``eps``: the delta bracket at
-    that eps. With fewer than 2 reports received the values are None and ``error`` says why.
-
-    ``tv_distance``: total variation distance from true_histogram / its sum to each estimate;
-    ``IBU`` is the iterative Bayesian update (at most ``ibu_max_iter`` steps), or if it does not
-    converge its closed-form limit :func:`~shuffledp.analyzer.krr_mle` (``IBU_method`` says which);
-    ``gaussian`` is the central analytic Gaussian on the true histogram at the same (eps,
-    delta_upper), noise from ``baseline_rng`` (None: the OS CSPRNG). Entries that cannot be
-    computed (no report received; no guarantee with 0 < delta < 1 for the Gaussian) are None, with
-    a note.
+    ``privacy``: the Tight accountant's guarantee for ``n`` = n_received (:func:`_privacy` says
+    which keys and how); ``tv_distance``: the distance of each estimate to the truth
+    (:func:`_utility` says which estimates and what is None).
 
     Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
     counts, k not in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, ...).
@@ -119,36 +108,12 @@ def build_report(
     rejected_out = merge_rejected(rejected)
     delta_target = require_delta(target_delta)
     eps_value = None if eps is None else require_eps(eps)
-    if not isinstance(randomness_name, str) or not randomness_name:
-        raise InvalidParameterError(
-            f"randomness_name must be a non-empty string, got {randomness_name!r}"
-        )
+    _check_randomness_name(randomness_name)
     require_int("ibu_max_iter", ibu_max_iter, 1, None)
-    truth = None if true_histogram is None else _counts("true_histogram", true_histogram, k)
-    if truth is not None and int(truth.sum()) < 1:
-        raise InvalidParameterError("true_histogram must sum to at least 1, got 0")
-
+    truth = _true_counts(true_histogram, k)
     n = int(counts.sum())
     distribution = shuffle_inv(counts, eps0_value) if n >= 1 else None
-    estimate = (
-        Estimate(distribution=None, counts=None, note="no report was received: nothing to estimate")
-        if distribution is None
-        else Estimate(distribution=_floats(distribution), counts=_floats(distribution * n))
-    )
     privacy = _privacy(n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value)
-    utility = (
-        None
-        if truth is None
-        else _utility(
-            counts=counts,
-            distribution=distribution,
-            truth=truth,
-            eps0=eps0_value,
-            privacy=privacy,
-            baseline_rng=baseline_rng,
-            ibu_max_iter=ibu_max_iter,
-        )
-    )
     return Report(
         round=round_id,
         n_expected=n_expected,
@@ -157,17 +122,51 @@ def build_report(
         k=k,
         eps0=eps0_value,
         histogram=tuple(int(c) for c in counts),
-        estimate=estimate,
+        estimate=_estimate(distribution, n),
         estimator=ESTIMATOR,
         privacy=privacy,
         randomness=randomness_name,
-        utility=utility,
+        utility=None
+        if truth is None
+        else _utility(counts, distribution, truth, eps0_value, privacy, baseline_rng, ibu_max_iter),
     )
+
+
+def _check_randomness_name(randomness_name: str) -> None:
+    if not isinstance(randomness_name, str) or not randomness_name:
+        raise InvalidParameterError(
+            f"randomness_name must be a non-empty string, got {randomness_name!r}"
+        )
+
+
+def _true_counts(true_histogram: npt.ArrayLike | None, k: int) -> npt.NDArray[np.int64] | None:
+    """The validated true histogram (k counts summing to at least 1), or None."""
+    if true_histogram is None:
+        return None
+    truth = _counts("true_histogram", true_histogram, k)
+    if int(truth.sum()) < 1:
+        raise InvalidParameterError("true_histogram must sum to at least 1, got 0")
+    return truth
+
+
+def _estimate(distribution: npt.NDArray[np.float64] | None, n: int) -> Estimate:
+    """The shuffle+INV estimate (``distribution`` None: no report received)."""
+    if distribution is None:
+        return Estimate(
+            distribution=None, counts=None, note="no report was received: nothing to estimate"
+        )
+    return Estimate(distribution=_floats(distribution), counts=_floats(distribution * n))
 
 
 def _privacy(
     *, n: int, k: int, eps0: float, target_delta: float, eps: float | None
 ) -> PrivacyBlock:
+    """The report's ``privacy`` (Tight accountant, ``n`` = n_received): ``eps``, ``delta`` (=
+    ``delta_upper``, the valid guarantee), ``delta_lower``, ``bound`` (the upper bound that gave
+    delta_upper), ``n``, ``mode``. Without ``eps``: eps is the smallest eps whose valid delta is
+    <= ``target_delta`` (``eps_for_delta``, safe side; its bracket in ``eps_lower``), and
+    delta/delta_lower are the accountant's bracket at that eps. With ``eps``: the delta bracket at
+    that eps. With fewer than 2 reports received the values are None and ``error`` says why."""
     at_target = eps is None
     common: dict[str, Any] = {
         "mode": MODE_AT_TARGET if at_target else MODE_AT_EPS,
@@ -186,6 +185,15 @@ def _privacy(
                 f"got n_received = {n}"
             ),
         )
+    return _certified_privacy(common, n=n, k=k, eps0=eps0, target_delta=target_delta, eps=eps)
+
+
+def _certified_privacy(
+    common: dict[str, Any], *, n: int, k: int, eps0: float, target_delta: float, eps: float | None
+) -> PrivacyBlock:
+    """The privacy block of n >= 2 received reports: the accountant's guarantee, or None and an
+    error if it cannot certify one."""
+    at_target = eps is None
     tight = Tight()
     eps_lower = None
     try:
@@ -224,7 +232,6 @@ def _privacy(
 
 
 def _utility(
-    *,
     counts: npt.NDArray[np.int64],
     distribution: npt.NDArray[np.float64] | None,
     truth: npt.NDArray[np.int64],
@@ -233,6 +240,13 @@ def _utility(
     baseline_rng: RandomState,
     ibu_max_iter: int,
 ) -> Utility:
+    """The report's utility block. ``tv_distance``: total variation distance from
+    true_histogram / its sum to each estimate; ``IBU`` is the iterative Bayesian update (at most
+    ``ibu_max_iter`` steps), or if it does not converge its closed-form limit
+    :func:`~shuffledp.analyzer.krr_mle` (``IBU_method`` says which); ``gaussian`` is the central
+    analytic Gaussian on the true histogram at the same (eps, delta_upper), noise from
+    ``baseline_rng`` (None: the OS CSPRNG). Entries that cannot be computed (no report received;
+    no guarantee with 0 < delta < 1 for the Gaussian) are None, with a note."""
     true_distribution = truth / float(truth.sum())
     shuffle = shuffle_inv_tv = ibu_tv = gaussian = None
     ibu_method: str | None = None

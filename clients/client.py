@@ -50,6 +50,22 @@ def make_client_messages(
     sequence of PublicKey (no hop means no shuffle, hence no shuffle-model guarantee) and
     ``analyzer_public_key`` a PublicKey.
     """
+    hops = _check_message_parameters(k, round_id, hop_public_keys, analyzer_public_key)
+    reports = krr_randomize(values, k, eps0, rng)
+    onions = [
+        wrap(encode_record(round_id, int(report), k), hops, analyzer_public_key)
+        for report in reports
+    ]
+    if credentials is None:
+        return onions
+    return _in_envelopes(onions, credentials, round_id)
+
+
+def _check_message_parameters(
+    k: int, round_id: int, hop_public_keys: Sequence[PublicKey], analyzer_public_key: PublicKey
+) -> list[PublicKey]:
+    """The hop keys as a list, after checking k, round_id and the keys (InvalidParameterError
+    unless they are what make_client_messages needs, its docstring)."""
     if isinstance(k, bool) or not isinstance(k, int) or not 2 <= k <= MAX_K:
         raise InvalidParameterError(f"k must be an integer in [2, 2^32], got {k!r}")
     if isinstance(round_id, bool) or not isinstance(round_id, int):
@@ -70,13 +86,14 @@ def make_client_messages(
             "analyzer_public_key must be a nacl.public.PublicKey, "
             f"got {type(analyzer_public_key).__name__}"
         )
-    reports = krr_randomize(values, k, eps0, rng)
-    onions = [
-        wrap(encode_record(round_id, int(report), k), hops, analyzer_public_key)
-        for report in reports
-    ]
-    if credentials is None:
-        return onions
+    return hops
+
+
+def _in_envelopes(
+    onions: list[bytes], credentials: Sequence[ClientCredential], round_id: int
+) -> list[bytes]:
+    """Each onion in its client's authenticator envelope for ``round_id`` (one credential per
+    onion, same order)."""
     if len(credentials) != len(onions):
         raise InvalidParameterError(
             f"credentials must be one per value, got {len(credentials)} for {len(onions)} values"

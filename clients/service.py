@@ -237,7 +237,7 @@ async def run_clients(
         rng=as_random_source(rng),
         credentials=credentials,
     )
-    name, ingress = settings.name, ingress_topic(settings.prefix, settings.round_id, 0)
+    name = settings.name
     async with Stage(
         transport,
         prefix=settings.prefix,
@@ -245,34 +245,63 @@ async def run_clients(
         name=name,
         downstream="hop-0",
     ) as stage:
-        if credentials is not None:  # hop 0 answers claims with receipts (clients/delivery.py)
-            await stage.subscribe(receipt_topic(settings.prefix, settings.round_id, name))
-        await stage.announce("waiting")
-        await stage.await_downstream(
-            settings.ready_timeout, who=f"{name}: hop-0 of round {settings.round_id}"
-        )
-        await stage.announce("working")
+        await _await_hop_0(stage, settings, authenticated=credentials is not None)
         started = time.monotonic()
-        plain = ReportPublisher(
-            transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
-        )
-        publisher: Publisher = plain if wrap is None else wrap(plain, sealer)
+        publisher = _publisher(transport, settings, sealer, rate=rate, started=started, wrap=wrap)
         ledger = SentLedger(int(data.size))
         await _send_all(stage, sealer, publisher, data, ledger)
         seconds = time.monotonic() - started
         delivery = await _deliver(stage, settings, ledger, credentials)
-        result: dict[str, Any] = {
-            "sent": publisher.sent,
-            "seconds": round(seconds, 6),
-            "randomness": sealer.rng.name,
-            "authenticated": credentials is not None,
-            **publisher.summary(),
-        }
+        result = _sent_summary(publisher, seconds, sealer, authenticated=credentials is not None)
         await _conclude(stage, settings, result, delivery)
     logger.info(
         "%s round %d: sent %d reports in %.2f s", name, settings.round_id, publisher.sent, seconds
     )
     return result
+
+
+def _sent_summary(
+    publisher: Publisher, seconds: float, sealer: ClientSealer, *, authenticated: bool
+) -> dict[str, Any]:
+    """What run_clients returns (and announces with ``done``): ``sent``, ``seconds``,
+    ``randomness``, ``authenticated`` and the publisher's own summary."""
+    return {
+        "sent": publisher.sent,
+        "seconds": round(seconds, 6),
+        "randomness": sealer.rng.name,
+        "authenticated": authenticated,
+        **publisher.summary(),
+    }
+
+
+async def _await_hop_0(stage: Stage, settings: ClientSettings, *, authenticated: bool) -> None:
+    """Announce ``waiting``, wait until hop 0 is ready, announce ``working``; with client
+    authentication first subscribe to hop 0's receipts (it answers claims with them,
+    clients/delivery.py). NotReadyError after ``settings.ready_timeout`` seconds."""
+    if authenticated:
+        await stage.subscribe(receipt_topic(settings.prefix, settings.round_id, settings.name))
+    await stage.announce("waiting")
+    await stage.await_downstream(
+        settings.ready_timeout, who=f"{settings.name}: hop-0 of round {settings.round_id}"
+    )
+    await stage.announce("working")
+
+
+def _publisher(
+    transport: Transport,
+    settings: ClientSettings,
+    sealer: ClientSealer,
+    *,
+    rate: float | None,
+    started: float,
+    wrap: PublisherWrapper | None,
+) -> Publisher:
+    """The publisher to hop 0's ingress topic, wrapped by ``wrap`` if given (simulations)."""
+    ingress = ingress_topic(settings.prefix, settings.round_id, 0)
+    plain = ReportPublisher(
+        transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
+    )
+    return plain if wrap is None else wrap(plain, sealer)
 
 
 async def _conclude(

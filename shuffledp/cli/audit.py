@@ -175,7 +175,19 @@ def format_result(result: AuditResult) -> str:
             "  chosen as the larger exact delta of (h_x0, h_x1): "
             + ", ".join(f"{name} {format_value(v)}" for name, v in r.worst_candidates.items())
         )
-    lines += [
+    lines += _region_lines(r)
+    lines.append(
+        f"bounds at n={r.n} k={r.k} eps0={format_value(r.eps0)} eps={format_value(r.eps)}:"
+    )
+    lines += _bound_table_lines(r.bounds)
+    lines += _check_lines(r)
+    lines.append(f"time: {r.elapsed_s:.1f} s")
+    return "\n".join(lines)
+
+
+def _region_lines(r: AuditResult) -> list[str]:
+    """The trials, the region chosen, its held-out counts and the bound they give."""
+    lines = [
         f"trials: {r.trials:,} per dataset ({r.selection_trials:,} choose the region, "
         f"{r.held_out_trials:,} held out); randomness: {r.randomness}",
         f"region (chosen on the selection half): {r.region.describe()}",
@@ -196,11 +208,13 @@ def format_result(result: AuditResult) -> str:
             f"  exact for this pair: {num}(S) - e^eps {den}(S) = {format_value(r.exact_region_delta)}; "
             f"delta of (h_x0, h_x1) = {format_value(r.exact_statistic_delta)}"
         )
-    lines.append(
-        f"bounds at n={r.n} k={r.k} eps0={format_value(r.eps0)} eps={format_value(r.eps)}:"
-    )
+    return lines
+
+
+def _bound_table_lines(bounds: list[dict[str, Any]]) -> list[str]:
+    """Every bound's row, columns aligned (a refused bound: its reason)."""
     table = [["bound", "delta", "delta_lower", "delta_upper", "what it is"]]
-    for row in r.bounds:
+    for row in bounds:
         if "error" in row:
             shown = f"{format_value(row['published'])} (published)" if "published" in row else "n/a"
             what = row.get("guarantee", "")
@@ -217,12 +231,15 @@ def format_result(result: AuditResult) -> str:
                 ]
             )
     widths = [max(len(t[i]) for t in table) for i in range(4)]
-    for t in table:
-        lines.append("  " + "  ".join(t[i].ljust(widths[i]) for i in range(4)) + "  " + t[4])
+    return ["  " + "  ".join(t[i].ljust(widths[i]) for i in range(4)) + "  " + t[4] for t in table]
+
+
+def _check_lines(r: AuditResult) -> list[str]:
+    """The audit's checks: below the valid guarantee, and whether a published value is refuted."""
     verdict = "yes" if r.below_valid_guarantee else "NO"
-    lines.append(
+    lines = [
         f"check: delta_lower_ci <= valid guarantee delta_upper {format_value(r.delta_upper)}: {verdict}"
-    )
+    ]
     if r.published is not None:
         refuted = r.refutes_published
         lines.append(
@@ -234,5 +251,4 @@ def format_result(result: AuditResult) -> str:
                 else "no, not refuted by this run"
             )
         )
-    lines.append(f"time: {r.elapsed_s:.1f} s")
-    return "\n".join(lines)
+    return lines

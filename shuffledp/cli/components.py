@@ -37,7 +37,7 @@ import logging
 import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import numpy.typing as npt
@@ -61,6 +61,13 @@ from shuffledp.security.keys import (
     load_hop_key,
     load_public_directory,
 )
+
+if TYPE_CHECKING:
+    from shuffledp.clients.service import ClientSettings
+    from shuffledp.protocol.client_auth import ProcessCredentials
+    from shuffledp.randomness import RandomSource
+    from shuffledp.security.keys import PublicDirectory
+    from shuffledp.shuffler.service import HopResult, HopSettings
 
 __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
 
@@ -481,7 +488,7 @@ def _check_paths(args: argparse.Namespace) -> None:
 
 
 def _run_hop(args: argparse.Namespace) -> int:
-    from shuffledp.shuffler.service import HopSettings, run_hop
+    from shuffledp.shuffler.service import run_hop
 
     _check_paths(args)
     directory = load_public_directory(args.keys)
@@ -491,21 +498,7 @@ def _run_hop(args: argparse.Namespace) -> int:
             f"got {args.index}"
         )
     key = load_hop_key(args.keys, args.index)
-    min_batch = args.min_batch if args.min_batch is not None else max(1, args.expected // 2)
-    if min_batch > args.expected:
-        raise InvalidParameterError(
-            f"--min-batch must be <= --expected = {args.expected}, got {min_batch}"
-        )
-    settings = HopSettings(
-        prefix=args.prefix,
-        round_id=args.round,
-        hop_index=args.index,
-        n_hops=directory.n_hops,
-        expected_size=args.expected,
-        min_batch=min_batch,
-        deadline=args.deadline,
-        accept_loss=args.accept_loss,
-    )
+    settings = _hop_settings(args, directory.n_hops)
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client (secure by default, like accounts).
@@ -530,17 +523,43 @@ def _run_hop(args: argparse.Namespace) -> int:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
             )
-        if result.refused_for_loss:
-            print(f"shuffledp hop: error: {result.refused}", file=sys.stderr)
-            return EXIT_LOST
-        if result.refused:
-            print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
-            return EXIT_REFUSED
-        if result.lost:
-            print(f"shuffledp hop: warning: {result.log['loss']} (--accept-loss)", file=sys.stderr)
-        return 0
+        return _hop_exit_status(result)
 
     return _run(args, main())
+
+
+def _hop_settings(args: argparse.Namespace, n_hops: int) -> HopSettings:
+    """The hop's settings from its flags (--min-batch defaults to half of --expected)."""
+    from shuffledp.shuffler.service import HopSettings
+
+    min_batch = args.min_batch if args.min_batch is not None else max(1, args.expected // 2)
+    if min_batch > args.expected:
+        raise InvalidParameterError(
+            f"--min-batch must be <= --expected = {args.expected}, got {min_batch}"
+        )
+    return HopSettings(
+        prefix=args.prefix,
+        round_id=args.round,
+        hop_index=args.index,
+        n_hops=n_hops,
+        expected_size=args.expected,
+        min_batch=min_batch,
+        deadline=args.deadline,
+        accept_loss=args.accept_loss,
+    )
+
+
+def _hop_exit_status(result: HopResult) -> int:
+    """EXIT_LOST, EXIT_REFUSED or 0, with the line that says why on stderr."""
+    if result.refused_for_loss:
+        print(f"shuffledp hop: error: {result.refused}", file=sys.stderr)
+        return EXIT_LOST
+    if result.refused:
+        print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
+        return EXIT_REFUSED
+    if result.lost:
+        print(f"shuffledp hop: warning: {result.log['loss']} (--accept-loss)", file=sys.stderr)
+    return 0
 
 
 def _run_analyzer(args: argparse.Namespace) -> int:
@@ -592,36 +611,11 @@ def _run_analyzer(args: argparse.Namespace) -> int:
 
 
 def _run_clients(args: argparse.Namespace) -> int:
-    from shuffledp.clients.service import ClientSettings, run_clients
-    from shuffledp.simulations.data.datasets import synthetic_values
-
     _check_paths(args)
     directory = load_public_directory(args.keys)
     rng = default_source(args.seed)
-    if args.values == "synthetic":
-        if args.count is None:
-            raise InvalidParameterError("--values synthetic needs --count N")
-        values = synthetic_values(args.count, args.k, rng)
-    else:
-        values = read_values(check_input_file("--values", Path(args.values)), args.k)
-        if args.count is not None:
-            if not 0 <= args.count <= values.size:
-                raise InvalidParameterError(
-                    f"--count must be in [0, {values.size}] (the values in {args.values}), "
-                    f"got {args.count}"
-                )
-            values = values[: args.count]
-    settings = ClientSettings(
-        prefix=args.prefix,
-        round_id=args.round,
-        k=args.k,
-        eps0=args.eps0,
-        name=args.name,
-        max_in_flight=args.max_in_flight,
-        ready_timeout=args.ready_timeout,
-        accept_loss=args.accept_loss,
-    )
-
+    values = _client_values(args, rng)
+    settings = _client_settings(args)
     process = None if args.no_auth else _client_process_index(args.name)
     username, password = _credentials(args, args.name)
     credentials = None if process is None else load_process_credentials(args.keys, process)
@@ -635,31 +629,82 @@ def _run_clients(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
         ) as t:
-            if args.chaos:  # simulations only: the client with its publisher wrapped
-                from shuffledp.simulations.pipeline.chaos import run_chaos_clients
-
-                await run_chaos_clients(
-                    t,
-                    settings,
-                    values,
-                    hop_public_keys=directory.hop_keys,
-                    analyzer_public_key=directory.analyzer_key,
-                    chaos=args.chaos,
-                    rng=rng,
-                    credentials=credentials,
-                    rate=args.rate,
-                )
-                return 0
-            await run_clients(
-                t,
-                settings,
-                values,
-                hop_public_keys=directory.hop_keys,
-                analyzer_public_key=directory.analyzer_key,
-                rng=rng,
-                credentials=credentials,
-                rate=args.rate,
-            )
+            await _send_reports(t, args, settings, values, directory, rng, credentials)
         return 0
 
     return _run(args, main())
+
+
+def _client_values(args: argparse.Namespace, rng: RandomSource) -> npt.NDArray[np.int64]:
+    """The true values to report: --values synthetic (--count of them) or read from a file
+    (its first --count)."""
+    from shuffledp.simulations.data.datasets import synthetic_values
+
+    if args.values == "synthetic":
+        if args.count is None:
+            raise InvalidParameterError("--values synthetic needs --count N")
+        return synthetic_values(args.count, args.k, rng)
+    values = read_values(check_input_file("--values", Path(args.values)), args.k)
+    if args.count is not None:
+        if not 0 <= args.count <= values.size:
+            raise InvalidParameterError(
+                f"--count must be in [0, {values.size}] (the values in {args.values}), "
+                f"got {args.count}"
+            )
+        values = values[: args.count]
+    return values
+
+
+def _client_settings(args: argparse.Namespace) -> ClientSettings:
+    from shuffledp.clients.service import ClientSettings
+
+    return ClientSettings(
+        prefix=args.prefix,
+        round_id=args.round,
+        k=args.k,
+        eps0=args.eps0,
+        name=args.name,
+        max_in_flight=args.max_in_flight,
+        ready_timeout=args.ready_timeout,
+        accept_loss=args.accept_loss,
+    )
+
+
+async def _send_reports(
+    transport: MqttTransport,
+    args: argparse.Namespace,
+    settings: ClientSettings,
+    values: npt.NDArray[np.int64],
+    directory: PublicDirectory,
+    rng: RandomSource,
+    credentials: ProcessCredentials | None,
+) -> None:
+    """This process's clients' reports, through the chaos wrapper with --chaos (simulations
+    only: the client with its publisher wrapped)."""
+    if args.chaos:
+        from shuffledp.simulations.pipeline.chaos import run_chaos_clients
+
+        await run_chaos_clients(
+            transport,
+            settings,
+            values,
+            hop_public_keys=directory.hop_keys,
+            analyzer_public_key=directory.analyzer_key,
+            chaos=args.chaos,
+            rng=rng,
+            credentials=credentials,
+            rate=args.rate,
+        )
+        return
+    from shuffledp.clients.service import run_clients
+
+    await run_clients(
+        transport,
+        settings,
+        values,
+        hop_public_keys=directory.hop_keys,
+        analyzer_public_key=directory.analyzer_key,
+        rng=rng,
+        credentials=credentials,
+        rate=args.rate,
+    )

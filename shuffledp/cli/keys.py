@@ -82,6 +82,14 @@ def _add_init(keys_sub: Any) -> None:
             "shuffledp keys init /tmp/shuffledp-keys --tls --tls-host broker.example.org",
         ],
     )
+    _add_key_arguments(init)
+    _add_tls_arguments(init)
+    init.add_argument("--json", action="store_true", help="print one JSON object")
+    init.set_defaults(func=run_init)
+
+
+def _add_key_arguments(init: argparse.ArgumentParser) -> None:
+    """DIR and what goes in it: hops, client processes and their share, the ACL's prefix."""
     init.add_argument("directory", metavar="DIR", help="key directory (created if missing)")
     init.add_argument(
         "--hops",
@@ -115,6 +123,10 @@ def _add_init(keys_sub: Any) -> None:
     init.add_argument(
         "--overwrite", action="store_true", help="replace existing keys (old keys are lost)"
     )
+
+
+def _add_tls_arguments(init: argparse.ArgumentParser) -> None:
+    """--tls and --tls-host: a private CA and the broker's certificate."""
     init.add_argument(
         "--tls",
         action="store_true",
@@ -130,8 +142,6 @@ def _add_init(keys_sub: Any) -> None:
         help="a host name or IP address the broker certificate is valid for (repeat for "
         f"several; default: {' and '.join(DEFAULT_TLS_HOSTS)}); needs --tls",
     )
-    init.add_argument("--json", action="store_true", help="print one JSON object")
-    init.set_defaults(func=run_init)
 
 
 @dataclass(frozen=True)

@@ -59,6 +59,14 @@ def add_parser(subparsers: Any) -> None:
 
 def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
     """n, k, eps0, hops, the target, the round id, seeds, sizes and times."""
+    _add_size_arguments(p)
+    _add_identity_arguments(p)
+    _add_target_arguments(p)
+    _add_timing_arguments(p)
+
+
+def _add_size_arguments(p: argparse._ArgumentGroup) -> None:
+    """--n, --k, --eps0, --hops."""
     p.add_argument(
         "--n",
         type=integer(2, N_MAX),
@@ -81,6 +89,10 @@ def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="H",
         help="shuffler hops (default: 3, or the hops of --keys DIR)",
     )
+
+
+def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
+    """--round, --seed, --client-processes."""
     p.add_argument(
         "--round",
         type=integer(0, MAX_ROUND_ID),
@@ -102,6 +114,10 @@ def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="COUNT",
         help="client processes (at most --n)",
     )
+
+
+def _add_target_arguments(p: argparse._ArgumentGroup) -> None:
+    """--delta or --eps: what the report's guarantee is computed at."""
     target = p.add_mutually_exclusive_group()
     target.add_argument(
         "--delta", type=probability, default=1e-6, metavar="DELTA", help="target delta"
@@ -109,6 +125,10 @@ def _add_round_arguments(p: argparse._ArgumentGroup) -> None:
     target.add_argument(
         "--eps", type=non_negative, metavar="EPS", help="report the delta bracket at this eps"
     )
+
+
+def _add_timing_arguments(p: argparse._ArgumentGroup) -> None:
+    """--min-batch, --deadline, --timeout, --accept-loss: when the round settles, and how."""
     p.add_argument(
         "--min-batch", type=integer(1), metavar="COUNT", help="hops' minimum batch (default: n/2)"
     )
@@ -211,10 +231,32 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    options = _simulation_options(args)
+    report = _run_simulation(options, quiet=args.quiet)
+    if report is None:
+        print(
+            "shuffledp simulate: interrupted; every process it started was stopped", file=sys.stderr
+        )
+        return 130
+    # SimulationError, an unreachable broker (BrokerError) and OSError reach main(): one line,
+    # exit status 1.
+    from shuffledp.simulations.pipeline.records import RoundLog
+
+    log = RoundLog.from_json(report)  # the round log's schema (docs/report-schema.md)
+    if args.json:
+        print(json.dumps(log.to_json(), allow_nan=False))
+    else:
+        print(format_report(log))
+    return 0
+
+
+def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
+    """The flags as SimulationOptions, with the defaults that depend on other flags filled in
+    (k from the dataset, hops and the round id from --keys); input files checked."""
     from shuffledp.security.keys import load_public_directory
     from shuffledp.simulations.data.datasets import DEFAULT_K, parse_dataset_spec
     from shuffledp.simulations.data.regions import region_from_options
-    from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
+    from shuffledp.simulations.pipeline.simulate import SimulationOptions
 
     region = None
     if args.region is not None or args.box is not None or args.grid is not None:
@@ -231,7 +273,7 @@ def run(args: argparse.Namespace) -> int:
     round_id = args.round
     if round_id is None:
         round_id = 1 if args.keys is None else 1 + secrets.randbelow(2**48)
-    options = SimulationOptions(
+    return SimulationOptions(
         n=args.n,
         k=k,
         eps0=args.eps0,
@@ -253,28 +295,20 @@ def run(args: argparse.Namespace) -> int:
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
     )
-    display = None if args.quiet else _ProgressDisplay(options)
+
+
+def _run_simulation(options: SimulationOptions, *, quiet: bool) -> dict[str, Any] | None:
+    """The round log as JSON, with a progress display unless ``quiet``; None on Ctrl-C."""
+    from shuffledp.simulations.pipeline.simulate import run_simulation
+
+    display = None if quiet else _ProgressDisplay(options)
     try:
         if display is not None:
             with display:
-                report = asyncio.run(run_simulation(options, on_progress=display.update))
-        else:
-            report = asyncio.run(run_simulation(options))
+                return asyncio.run(run_simulation(options, on_progress=display.update))
+        return asyncio.run(run_simulation(options))
     except KeyboardInterrupt:
-        print(
-            "shuffledp simulate: interrupted; every process it started was stopped", file=sys.stderr
-        )
-        return 130
-    # SimulationError, an unreachable broker (BrokerError) and OSError reach main(): one line,
-    # exit status 1.
-    from shuffledp.simulations.pipeline.records import RoundLog
-
-    log = RoundLog.from_json(report)  # the round log's schema (docs/report-schema.md)
-    if args.json:
-        print(json.dumps(log.to_json(), allow_nan=False))
-    else:
-        print(format_report(log))
-    return 0
+        return None
 
 
 class _ProgressDisplay:

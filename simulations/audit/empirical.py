@@ -690,66 +690,15 @@ def run_audit(
     """
     started = time.monotonic()
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
-    require_int("k", k, 2, MAX_K)
-    eps = require_eps(eps)
-    require_int("--trials", trials, 20, MAX_TRIALS)
-    alpha = require_finite("alpha", alpha)
-    if not 0.0 < alpha < 1.0:
-        raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}")
+    eps, alpha = _check_audit_parameters(k, eps, trials, alpha)
     seed_int = seed_value(seed)  # a numpy Generator: a seed drawn from it, recorded
-    worst_candidates: dict[str, float] | None = None
-    if dataset == "worst":
-        if nx0 is not None:
-            raise InvalidParameterError("--nx0 goes with --dataset single-bin, not worst")
-        pair, worst_candidates = worst_dataset(mech, eps)
-    elif dataset == "single-bin":
-        if nx0 is None:
-            raise InvalidParameterError("--dataset single-bin needs --nx0 M (others holding x0)")
-        pair = single_bin_dataset(n, k, nx0)
-    else:
-        raise InvalidParameterError(f"dataset must be worst or single-bin, got {dataset!r}")
-
+    pair, worst_candidates = _neighbouring_pair(dataset, nx0, mech, eps, n=n, k=k)
     source = default_source(seed_int)
-    chunks = -(-trials // chunk_trials(k))
-    advance = progress(2 * chunks) if progress is not None else None
-    stats_p = sample_two_counts(pair, X0, mech.eps0, trials, source, advance)
-    stats_q = sample_two_counts(pair, X1, mech.eps0, trials, source, advance)
-
+    stats_p, stats_q = _sample_pair(pair, mech.eps0, trials, source, progress)
     exact = exact_two_count(pair, mech.eps0)
-    if exact is not None:
-        loss = exact.loss()
-        score_p = loss[stats_p[:, 0], stats_p[:, 1]]
-        score_q = loss[stats_q[:, 0], stats_q[:, 1]]
-        statistic = "exact privacy loss log P/Q of (h_x0, h_x1)"
-    else:
-        score_p = (stats_p[:, 0] - stats_p[:, 1]).astype(np.float64)
-        score_q = (stats_q[:, 0] - stats_q[:, 1]).astype(np.float64)
-        statistic = "h_x0 - h_x1"
-    half = trials // 2
-    choice = choose_region(score_p[:half], score_q[:half], statistic, eps, alpha)
-    region = choice.region
-    held_p, held_q = score_p[half:], score_q[half:]
-    held = held_p.size
-    in_p, in_q = int(region.contains(held_p).sum()), int(region.contains(held_q).sum())
-    # a: trials of the dataset in the numerator that fall in S; b: of the other one
-    a, b = (in_p, in_q) if region.direction == "P||Q" else (in_q, in_p)
-    lower = float(clopper_pearson_lower(a, held, alpha / 2))
-    upper = float(clopper_pearson_upper(b, held, alpha / 2))
-    delta_lower_ci = float(lower_confidence_bound(a, b, held, eps, alpha))
-
-    exact_region_delta = exact_statistic_delta = None
-    if exact is not None:
-        inside = region.contains(exact.loss())
-        numerator, other = (
-            (exact.log_p, exact.log_q) if region.direction == "P||Q" else (exact.log_q, exact.log_p)
-        )
-        exact_region_delta = _region_mass(numerator, inside) - math.exp(eps) * _region_mass(
-            other, inside
-        )
-        exact_statistic_delta = exact.delta(eps)
-
-    bounds = bound_rows(mech, eps, pair.nx0) if with_bounds else []
-    delta_upper = Tight().upper_only(mech, eps)
+    scores = _Scores.of(exact, stats_p, stats_q)
+    measured = _measure(scores, eps, alpha)
+    exact_region_delta, exact_statistic_delta = _exact_deltas(exact, measured.region, eps)
     return AuditResult(
         n=n,
         k=k,
@@ -758,22 +707,147 @@ def run_audit(
         dataset=pair,
         worst_candidates=worst_candidates,
         trials=trials,
-        selection_trials=half,
-        held_out_trials=held,
+        selection_trials=measured.selection_trials,
+        held_out_trials=measured.held_out_trials,
         alpha=alpha,
-        region=region,
-        selection_lower_ci=choice.selection_lower,
-        p_in_region=in_p,
-        q_in_region=in_q,
-        numerator_lower=lower,
-        denominator_upper=upper,
-        delta_lower_ci=delta_lower_ci,
+        region=measured.region,
+        selection_lower_ci=measured.selection_lower_ci,
+        p_in_region=measured.p_in_region,
+        q_in_region=measured.q_in_region,
+        numerator_lower=measured.numerator_lower,
+        denominator_upper=measured.denominator_upper,
+        delta_lower_ci=measured.delta_lower_ci,
         exact_region_delta=exact_region_delta,
         exact_statistic_delta=exact_statistic_delta,
         randomness=source.name if seed_int is None else f"{source.name} (reproducible audit)",
         seed=seed_int,
-        bounds=bounds,
-        delta_upper=delta_upper,
+        bounds=bound_rows(mech, eps, pair.nx0) if with_bounds else [],
+        delta_upper=Tight().upper_only(mech, eps),
         published=published_value(n, k, mech.eps0, pair.nx0, eps),
         elapsed_s=round(time.monotonic() - started, 3),
     )
+
+
+def _sample_pair(
+    pair: AuditDataset,
+    eps0: float,
+    trials: int,
+    source: RandomSource,
+    progress: Callable[[int], Callable[[], None]] | None,
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """(h_x0, h_x1) of ``trials`` histograms under P, then under Q; ``progress`` is told the
+    number of chunks of both."""
+    chunks = -(-trials // chunk_trials(pair.k))
+    advance = progress(2 * chunks) if progress is not None else None
+    stats_p = sample_two_counts(pair, X0, eps0, trials, source, advance)
+    stats_q = sample_two_counts(pair, X1, eps0, trials, source, advance)
+    return stats_p, stats_q
+
+
+def _check_audit_parameters(k: int, eps: float, trials: int, alpha: float) -> tuple[float, float]:
+    """(eps, alpha) checked, after k and --trials."""
+    require_int("k", k, 2, MAX_K)
+    eps = require_eps(eps)
+    require_int("--trials", trials, 20, MAX_TRIALS)
+    alpha = require_finite("alpha", alpha)
+    if not 0.0 < alpha < 1.0:
+        raise InvalidParameterError(f"alpha must be in (0, 1), got {alpha}")
+    return eps, alpha
+
+
+def _neighbouring_pair(
+    dataset: str, nx0: int | None, mech: ShuffledKRR, eps: float, *, n: int, k: int
+) -> tuple[AuditDataset, dict[str, float] | None]:
+    """The pair ``--dataset`` names, with the worst family's candidates (None for single-bin)."""
+    if dataset == "worst":
+        if nx0 is not None:
+            raise InvalidParameterError("--nx0 goes with --dataset single-bin, not worst")
+        return worst_dataset(mech, eps)
+    if dataset == "single-bin":
+        if nx0 is None:
+            raise InvalidParameterError("--dataset single-bin needs --nx0 M (others holding x0)")
+        return single_bin_dataset(n, k, nx0), None
+    raise InvalidParameterError(f"dataset must be worst or single-bin, got {dataset!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class _Scores:
+    """The score of every trial under P and under Q, and what the score is."""
+
+    p: npt.NDArray[np.float64]
+    q: npt.NDArray[np.float64]
+    statistic: str
+
+    @classmethod
+    def of(
+        cls,
+        exact: ExactTwoCount | None,
+        stats_p: npt.NDArray[np.int64],
+        stats_q: npt.NDArray[np.int64],
+    ) -> _Scores:
+        """The exact privacy loss of (h_x0, h_x1) when its law is known, else h_x0 - h_x1."""
+        if exact is not None:
+            loss = exact.loss()
+            return cls(
+                loss[stats_p[:, 0], stats_p[:, 1]],
+                loss[stats_q[:, 0], stats_q[:, 1]],
+                "exact privacy loss log P/Q of (h_x0, h_x1)",
+            )
+        return cls(
+            (stats_p[:, 0] - stats_p[:, 1]).astype(np.float64),
+            (stats_q[:, 0] - stats_q[:, 1]).astype(np.float64),
+            "h_x0 - h_x1",
+        )
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _Measured:
+    """The region chosen on the selection half and what the held-out half says of it."""
+
+    region: Region
+    selection_trials: int
+    selection_lower_ci: float
+    held_out_trials: int
+    p_in_region: int
+    q_in_region: int
+    numerator_lower: float
+    denominator_upper: float
+    delta_lower_ci: float
+
+
+def _measure(scores: _Scores, eps: float, alpha: float) -> _Measured:
+    """Choose the region on the first half of the trials, bound its delta on the second."""
+    half = scores.p.size // 2
+    choice = choose_region(scores.p[:half], scores.q[:half], scores.statistic, eps, alpha)
+    region = choice.region
+    held_p, held_q = scores.p[half:], scores.q[half:]
+    held = held_p.size
+    in_p, in_q = int(region.contains(held_p).sum()), int(region.contains(held_q).sum())
+    # a: trials of the dataset in the numerator that fall in S; b: of the other one
+    a, b = (in_p, in_q) if region.direction == "P||Q" else (in_q, in_p)
+    return _Measured(
+        region=region,
+        selection_trials=half,
+        selection_lower_ci=choice.selection_lower,
+        held_out_trials=held,
+        p_in_region=in_p,
+        q_in_region=in_q,
+        numerator_lower=float(clopper_pearson_lower(a, held, alpha / 2)),
+        denominator_upper=float(clopper_pearson_upper(b, held, alpha / 2)),
+        delta_lower_ci=float(lower_confidence_bound(a, b, held, eps, alpha)),
+    )
+
+
+def _exact_deltas(
+    exact: ExactTwoCount | None, region: Region, eps: float
+) -> tuple[float | None, float | None]:
+    """(the region's exact P(S) - e^eps Q(S) in its direction, the statistic's exact delta), or
+    (None, None) when the exact law was not computed."""
+    if exact is None:
+        return None, None
+    inside = region.contains(exact.loss())
+    numerator, other = (
+        (exact.log_p, exact.log_q) if region.direction == "P||Q" else (exact.log_q, exact.log_p)
+    )
+    region_delta = _region_mass(numerator, inside) - math.exp(eps) * _region_mass(other, inside)
+    return region_delta, exact.delta(eps)

@@ -435,6 +435,15 @@ def resolve_dataset(
     size = n if n is not None else (parsed.fixed_n or DEFAULT_N)
     bins = k if k is not None else (parsed.fixed_k(None) or DEFAULT_K)
     details: dict[str, Any] = {"spec": parsed.text, "kind": parsed.kind, "n": size, "k": bins}
+    if parsed.kind in ("normal", "uniform", "zipf"):
+        return _generated_dataset(parsed, size, bins, source, details)
+    return _described_dataset(parsed, size, bins, source, details)
+
+
+def _generated_dataset(
+    parsed: DatasetSpec, size: int, bins: int, source: RandomSource, details: dict[str, Any]
+) -> Dataset:
+    """``size`` values drawn from one of the generators: normal, uniform or zipf:S."""
     if parsed.kind == "normal":
         return Dataset(
             values=synthetic_values(size, bins, source),
@@ -451,17 +460,22 @@ def resolve_dataset(
             details=details,
             true_distribution=uniform_distribution(bins),
         )
-    if parsed.kind == "zipf":
-        assert parsed.exponent is not None
-        s = parsed.exponent
-        details["exponent"] = s
-        return Dataset(
-            values=zipf_values(size, bins, s, source),
-            k=bins,
-            label=f"zipf: P(j) proportional to 1/(j+1)^{s:g}, j = 0..k-1",
-            details=details,
-            true_distribution=zipf_distribution(bins, s),
-        )
+    assert parsed.kind == "zipf" and parsed.exponent is not None
+    s = parsed.exponent
+    details["exponent"] = s
+    return Dataset(
+        values=zipf_values(size, bins, s, source),
+        k=bins,
+        label=f"zipf: P(j) proportional to 1/(j+1)^{s:g}, j = 0..k-1",
+        details=details,
+        true_distribution=zipf_distribution(bins, s),
+    )
+
+
+def _described_dataset(
+    parsed: DatasetSpec, size: int, bins: int, source: RandomSource, details: dict[str, Any]
+) -> Dataset:
+    """The dataset the spec itself describes: probabilities:P,... or histogram:C,..."""
     if parsed.kind == "probabilities":
         assert parsed.probabilities is not None
         p = np.asarray(parsed.probabilities)
@@ -500,18 +514,7 @@ def _gowalla(
             f"{arrays.outside:,} outside the region)"
         )
     noun = "users" if arrays.has_users else "rows"
-    if n is None or n == users:
-        values = every_user
-        selection = f"all {users:,} {noun}"
-    elif n > users:
-        raise InvalidParameterError(
-            f"n = {n:,} is more than the {users:,} {noun} with a check-in inside region "
-            f"{region.name} in {path}; leave --n out to use all of them"
-        )
-    else:
-        chosen = np.sort(uniform_permutation(users, rng)[:n])
-        values = every_user[chosen]
-        selection = f"a uniformly random subset of {n:,} of the {users:,} {noun}"
+    values, selection = _select_users(every_user, n, noun, region=region, path=path, rng=rng)
     details: dict[str, Any] = {
         "spec": parsed.text,
         "kind": "gowalla",
@@ -531,23 +534,50 @@ def _gowalla(
     if arrays.has_times and len(arrays):
         details["first_time"] = _iso(int(arrays.time.min()))
         details["last_time"] = _iso(int(arrays.time.max()))
-    if arrays.has_users:
-        label = (
-            f"gowalla:{path} ({stats.format}), region {region.name} ({region.k} cells); "
-            f"{selection}, each reporting the cell of their most recent check-in in the region"
-        )
-    else:
-        label = (
-            f"gowalla:{path} ({stats.format}, no users), region {region.name} "
-            f"({region.k} cells); {selection}, each row one user"
-        )
     population = np.bincount(every_user, minlength=region.k) / users
     return Dataset(
         values=values.astype(np.int64),
         k=region.k,
-        label=label,
+        label=_gowalla_label(path, stats.format, region, selection, has_users=arrays.has_users),
         details=details,
         true_distribution=population,
+    )
+
+
+def _select_users(
+    every_user: npt.NDArray[np.int64],
+    n: int | None,
+    noun: str,
+    *,
+    region: Region,
+    path: str,
+    rng: RandomSource,
+) -> tuple[npt.NDArray[np.int64], str]:
+    """Every user's cell, or those of a uniformly random subset of n users (an error if n is
+    more than there are), and the sentence saying which."""
+    users = int(every_user.size)
+    if n is None or n == users:
+        return every_user, f"all {users:,} {noun}"
+    if n > users:
+        raise InvalidParameterError(
+            f"n = {n:,} is more than the {users:,} {noun} with a check-in inside region "
+            f"{region.name} in {path}; leave --n out to use all of them"
+        )
+    chosen = np.sort(uniform_permutation(users, rng)[:n])
+    return every_user[chosen], f"a uniformly random subset of {n:,} of the {users:,} {noun}"
+
+
+def _gowalla_label(
+    path: str, file_format: str | None, region: Region, selection: str, *, has_users: bool
+) -> str:
+    if has_users:
+        return (
+            f"gowalla:{path} ({file_format}), region {region.name} ({region.k} cells); "
+            f"{selection}, each reporting the cell of their most recent check-in in the region"
+        )
+    return (
+        f"gowalla:{path} ({file_format}, no users), region {region.name} "
+        f"({region.k} cells); {selection}, each row one user"
     )
 
 

@@ -134,18 +134,27 @@ async def simulate_async(
             "tls_ca": tls_ca,
         },
     )
-    if given is None:
-        report = await run_simulation(options, on_progress=on_progress)
-    else:
-        async with PipelineSession(options) as session:
-            report = await session.run_round(
-                given,
-                round_id=options.round_id,
-                dataset_label="values given by the caller",
-                on_progress=on_progress,
-            )
-        report["simulation"]["dataset_details"] = {"kind": "values", "n": int(given.size)}
+    report = await _run_round(options, given, on_progress)
     return _label_randomness(report, seed, drawn)
+
+
+async def _run_round(
+    options: SimulationOptions,
+    given: npt.NDArray[np.int64] | None,
+    on_progress: ProgressCallback | None,
+) -> dict[str, Any]:
+    """The round log of one round on the options' dataset, or on the caller's values."""
+    if given is None:
+        return await run_simulation(options, on_progress=on_progress)
+    async with PipelineSession(options) as session:
+        report = await session.run_round(
+            given,
+            round_id=options.round_id,
+            dataset_label="values given by the caller",
+            on_progress=on_progress,
+        )
+    report["simulation"]["dataset_details"] = {"kind": "values", "n": int(given.size)}
+    return report
 
 
 def _default_hops(keys: Path | None) -> int:

@@ -47,7 +47,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
-from shuffledp.analyzer.records import PublishedReport
+from shuffledp.analyzer.records import PublishedReport, Report
 from shuffledp.analyzer.report import build_report
 from shuffledp.errors import InvalidParameterError, OperationalError
 from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
@@ -564,21 +564,33 @@ class PipelineSession:
     ) -> dict[str, Any]:
         """The round log (RoundLog, as JSON): the analyzer's report with what only a simulation
         knows (the true histogram, the utility against the baseline, timings, the run's facts)."""
-        options, seen = self.options, outcome.seen
-        prefix, keys = self.prefix, self._keys
-        round_id, n, truth, processes = plan.round_id, plan.n, plan.truth, plan.processes
-        launched, finished = outcome.launched, outcome.finished
-        min_batch, deadline_seconds = plan.min_batch, plan.deadline_seconds
-        final = build_report(
+        final = self._report_with_truth(plan, published)
+        return RoundLog(
+            report=final,
+            stages=published.stages,
+            warning=published.warning,
+            delivery=published.delivery,
+            chaos=plan.faults.summarize(
+                published.stages, outcome.seen.states, final.n_received, plan.n, outcome.fault
+            ),
+            timings=_round_timings(outcome, published, started),
+            simulation=self._simulation_info(plan, dataset_label),
+        ).to_json()
+
+    def _report_with_truth(self, plan: _RoundPlan, published: PublishedReport) -> Report:
+        """The analyzer's counts rebuilt into a report that knows the true histogram (utility,
+        the central Gaussian baseline), with the run's randomness named."""
+        options, round_id = self.options, plan.round_id
+        return build_report(
             round_id=round_id,
             k=options.k,
             eps0=options.eps0,
             histogram=published.report.histogram,
-            n_expected=n,
+            n_expected=plan.n,
             rejected=published.report.rejected,
             target_delta=options.target_delta,
             eps=options.eps,
-            true_histogram=truth,
+            true_histogram=plan.truth,
             # A Generator: the 63-bit child seed is outside diffprivlib's int seed range
             # [0, 2^32), which made every seeded run fail.
             baseline_rng=(
@@ -593,41 +605,44 @@ class PipelineSession:
                 "not a privacy guarantee)"
             ),
         )
-        client_seconds = [
-            float(state.get("seconds", 0.0))
-            for name, state in seen.states.items()
-            if name.startswith("clients-")
-        ]
-        return RoundLog(
-            report=final,
-            stages=published.stages,
-            warning=published.warning,
-            delivery=published.delivery,
-            chaos=plan.faults.summarize(
-                published.stages, seen.states, final.n_received, n, outcome.fault
-            ),
-            timings=RoundTimings(
-                total_seconds=round(time.monotonic() - started, 3),
-                setup_seconds=round(launched - started, 3),
-                round_seconds=round(finished - launched, 3),
-                clients_send_seconds=round(max(client_seconds, default=0.0), 3),
-                analyzer_collect_seconds=published.timings.analyzer_collect_seconds,
-            ),
-            simulation=SimulationInfo(
-                broker=self._broker_label,
-                n_hops=options.hops,
-                client_processes=processes,
-                dataset=dataset_label,
-                seed=options.seed,
-                topic_prefix=prefix,
-                keys="fresh" if options.keys is None else str(keys),
-                authentication="broker accounts and one report per enrolled client"
-                if options.auth
-                else "none (--no-auth)",
-                deadline_seconds=deadline_seconds,
-                min_batch=min_batch,
-            ),
-        ).to_json()
+
+    def _simulation_info(self, plan: _RoundPlan, dataset_label: str) -> SimulationInfo:
+        """The run's facts: broker, hops, processes, dataset, seed, keys, authentication."""
+        options = self.options
+        return SimulationInfo(
+            broker=self._broker_label,
+            n_hops=options.hops,
+            client_processes=plan.processes,
+            dataset=dataset_label,
+            seed=options.seed,
+            topic_prefix=self.prefix,
+            keys="fresh" if options.keys is None else str(self._keys),
+            authentication="broker accounts and one report per enrolled client"
+            if options.auth
+            else "none (--no-auth)",
+            deadline_seconds=plan.deadline_seconds,
+            min_batch=plan.min_batch,
+        )
+
+
+def _round_timings(
+    outcome: _RoundOutcome, published: PublishedReport, started: float
+) -> RoundTimings:
+    """Wall-clock times of the round: total, set-up, the round itself, the slowest client
+    process's sending, the analyzer's collection."""
+    launched, finished = outcome.launched, outcome.finished
+    client_seconds = [
+        float(state.get("seconds", 0.0))
+        for name, state in outcome.seen.states.items()
+        if name.startswith("clients-")
+    ]
+    return RoundTimings(
+        total_seconds=round(time.monotonic() - started, 3),
+        setup_seconds=round(launched - started, 3),
+        round_seconds=round(finished - launched, 3),
+        clients_send_seconds=round(max(client_seconds, default=0.0), 3),
+        analyzer_collect_seconds=published.timings.analyzer_collect_seconds,
+    )
 
 
 def _check_delivery(published: PublishedReport, n: int, accept_loss: bool) -> None:
