@@ -30,6 +30,8 @@ _EXPORTS: dict[str, str] = {
     "simulate_async": "shuffledp.simulations.pipeline.api",
     "run_round_in_process": "shuffledp.simulations.pipeline.api",
     "RunningEventLoopError": "shuffledp.simulations.pipeline.api",
+    "RoundLog": "shuffledp.simulations.pipeline.records",
+    "InProcessRound": "shuffledp.simulations.pipeline.records",
     "SimulationError": "shuffledp.simulations.pipeline.simulate",
     "ShuffledKRR": "shuffledp.accountant",
     "Tight": "shuffledp.accountant",
@@ -61,10 +63,13 @@ if TYPE_CHECKING:
         simulate,
         simulate_async,
     )
+    from shuffledp.simulations.pipeline.records import InProcessRound, RoundLog
     from shuffledp.simulations.pipeline.simulate import SimulationError
 
 __all__ = [
+    "InProcessRound",
     "InvalidParameterError",
+    "RoundLog",
     "RunningEventLoopError",
     "ShuffledKRR",
     "ShuffledpError",

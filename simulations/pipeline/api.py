@@ -19,8 +19,12 @@ Randomness (``seed``): None is the OS CSPRNG (the default), an int a reproducibl
 ``Generator`` the caller's stream (:mod:`shuffledp.randomness`). Every report says which in
 ``randomness_source`` (``os``, ``seeded`` or ``generator``) beside ``randomness`` (the name).
 
-Each returns the report the analyzer builds (:func:`shuffledp.analyzer.report.build_report`,
-docs/report-schema.md) with the simulation's additions, as a JSON-ready dict (:data:`Report`).
+Each returns a frozen, typed record: :func:`simulate` and :func:`simulate_async` the round log
+(:class:`~shuffledp.simulations.pipeline.records.RoundLog`: ``.report`` is the analyzer's
+:class:`~shuffledp.analyzer.records.Report` with the truth, then every stage's log, the
+accounting, timings and what ran), :func:`run_round_in_process` an
+:class:`~shuffledp.simulations.pipeline.records.InProcessRound`. ``.to_json()`` gives the JSON
+object of docs/report-schema.md and ``from_json`` reads it back.
 """
 
 from __future__ import annotations
@@ -43,6 +47,7 @@ from shuffledp.security.keys import load_public_directory
 from shuffledp.simulations.data.datasets import DEFAULT_K, parse_dataset_spec, resolve_dataset
 from shuffledp.simulations.data.regions import Region
 from shuffledp.simulations.experiments.fastpath import run_round, spec_sources
+from shuffledp.simulations.pipeline.records import InProcessRound, RoundLog
 from shuffledp.simulations.pipeline.simulate import (
     PipelineSession,
     ProgressCallback,
@@ -52,18 +57,17 @@ from shuffledp.simulations.pipeline.simulate import (
 from shuffledp.validation import require_int, require_positive
 
 __all__ = [
+    "InProcessRound",
     "Report",
+    "RoundLog",
     "RunningEventLoopError",
     "run_round_in_process",
     "simulate",
     "simulate_async",
 ]
 
-#: The report of one round: a JSON-ready dict (keys in docs/report-schema.md).
-# TODO(records): when analyzer/report.py returns a typed record, this alias becomes that record
-# type and the three functions below return it (they only add ``randomness_source`` and, for
-# simulate, what run_simulation adds).
-Report: TypeAlias = dict[str, Any]
+#: What the pipeline entry points return (kept as a name for callers that annotated with it).
+Report: TypeAlias = RoundLog
 
 P = ParamSpec("P")
 T = TypeVar("T")
@@ -96,7 +100,7 @@ async def simulate_async(
     keys: Path | None = None,
     tls_ca: Path | None = None,
     on_progress: ProgressCallback | None = None,
-) -> Report:
+) -> RoundLog:
     """One full round through the multi-process pipeline, awaited in the caller's event loop.
 
     The parameters are ``shuffledp simulate``'s flags (``delta`` is ``--delta``, the target;
@@ -135,7 +139,7 @@ async def simulate_async(
         },
     )
     report = await _run_round(options, given, on_progress)
-    return _label_randomness(report, seed, drawn)
+    return RoundLog.from_json(_label_randomness(report, seed, drawn))
 
 
 async def _run_round(
@@ -257,7 +261,7 @@ def _given_values(
     return array.astype(np.int64), k_value
 
 
-def _label_randomness(report: Report, seed: SeedLike, drawn: int | None) -> Report:
+def _label_randomness(report: dict[str, Any], seed: SeedLike, drawn: int | None) -> dict[str, Any]:
     """``randomness_source`` (os, seeded, generator); for a Generator, ``randomness`` says the
     seed was drawn from it."""
     if isinstance(seed, np.random.Generator):
@@ -284,7 +288,7 @@ def run_round_in_process(
     delta: float = 1e-6,
     eps: float | None = None,
     round_id: int = 0,
-) -> Report:
+) -> InProcessRound:
     """One round on the fast in-process path: each value randomised with the clients' k-RR,
     ``hops`` uniform permutations with the hops' function, counted, and the analyzer's report
     (:func:`shuffledp.simulations.experiments.fastpath.run_round`). No broker, no processes, no
@@ -330,7 +334,7 @@ def run_round_in_process(
         if isinstance(seed, np.random.Generator)
         else ("os" if seed is None else "seeded")
     )
-    return report
+    return InProcessRound.from_json(report)
 
 
 def _in_process_sources(seed: SeedLike) -> tuple[RandomSource, RandomState, str]:

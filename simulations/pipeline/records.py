@@ -44,6 +44,7 @@ __all__ = [
     "ROUND_LOG_SCHEMA",
     "ChaosSummary",
     "HopKill",
+    "InProcessRound",
     "RoundLog",
     "RoundTimings",
     "SimulationInfo",
@@ -362,4 +363,55 @@ class RoundLog:
             randomness_source=optional(
                 require_str, "randomness_source", d.get("randomness_source")
             ),
+        )
+
+
+#: ``path`` of a round: the multi-process pipeline or the fast in-process round.
+ROUND_PATHS = ("pipeline", "fast")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InProcessRound:
+    """What ``shuffledp.run_round_in_process`` returns: the analyzer's report with the truth,
+    the dataset's label, the path ("fast") and which kind of randomness drove it. JSON: the
+    report's keys with ``dataset``, ``path`` and ``randomness_source`` beside them (one flat
+    object, as docs/python-api.md shows). Invariant: the report has its utility."""
+
+    report: Report
+    dataset: str
+    path: str
+    randomness_source: str
+
+    KEYS = ("dataset", "path", "randomness_source")
+
+    def __post_init__(self) -> None:
+        require_str("dataset", self.dataset)
+        if self.path not in ROUND_PATHS:
+            raise InvalidParameterError(f"path must be one of {ROUND_PATHS}, got {self.path!r}")
+        if self.randomness_source not in RANDOMNESS_SOURCES:
+            raise InvalidParameterError(
+                f"randomness_source must be one of {RANDOMNESS_SOURCES}, got "
+                f"{self.randomness_source!r}"
+            )
+        if self.report.utility is None:
+            raise InvalidParameterError(
+                "an in-process round's report must hold the truth (true_histogram, ...)"
+            )
+
+    def to_json(self) -> dict[str, Any]:
+        return {**self.report.to_json(), **{key: getattr(self, key) for key in self.KEYS}}
+
+    @classmethod
+    def from_json(cls, data: object) -> InProcessRound:
+        d = require_keys(
+            "in-process round",
+            json_input("in-process round", data),
+            (*REPORT_KEYS, *REQUIRED_UTILITY_KEYS, *cls.KEYS),
+            ("IBU_distribution",),
+        )
+        return cls(
+            report=Report.from_fields(d),
+            dataset=require_str("dataset", d["dataset"]),
+            path=require_str("path", d["path"]),
+            randomness_source=require_str("randomness_source", d["randomness_source"]),
         )

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any
 
 import numpy as np
 import pytest
@@ -27,7 +26,7 @@ def test_simulate_async_runs_in_a_running_loop_that_stays_responsive() -> None:
             await asyncio.sleep(TICK)
             ticks += 1
 
-    async def notebook() -> tuple[dict[str, Any], float]:
+    async def notebook() -> tuple[shuffledp.RoundLog, float]:
         other = asyncio.create_task(ticker())  # e.g. the kernel's own work
         started = time.monotonic()
         try:
@@ -39,10 +38,10 @@ def test_simulate_async_runs_in_a_running_loop_that_stays_responsive() -> None:
         return report, time.monotonic() - started
 
     report, seconds = asyncio.run(notebook())
-    assert report["n_received"] == 300 and sum(report["histogram"]) == 300
-    assert report["randomness_source"] == "generator"
+    assert report.report.n_received == 300 and sum(report.report.histogram) == 300
+    assert report.randomness_source == "generator"
     # The round's seed is the one drawn from the Generator: reproducible from default_rng(5).
-    assert report["simulation"]["seed"] == seed_value(np.random.default_rng(5))
+    assert report.simulation.seed == seed_value(np.random.default_rng(5))
     # The loop was not blocked: the other task ran through at least half of the round (the
     # accountant's inversion at the end, under 2 s, is the only part that holds the loop).
     assert ticks * TICK >= 0.5 * seconds - 2.0, (ticks, seconds)

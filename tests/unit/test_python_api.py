@@ -20,6 +20,7 @@ import pytest
 import shuffledp
 from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
 from tests.paths import REPO_ROOT
+from tests.unit.simulations.test_stream import fake_round_log
 
 DOC = REPO_ROOT / "docs" / "python-api.md"
 _BLOCK = re.compile(
@@ -119,9 +120,9 @@ def test_an_int_seed_is_the_experiments_stream() -> None:
     values = np.arange(1_000) % 6
     ours = shuffledp.run_round_in_process(values, k=6, eps0=1.5, seed=5, eps=1.0)
     theirs = run_spec(RoundSpec(values=values, k=6, eps0=1.5, seed=5, eps=1.0))
-    assert ours["histogram"] == theirs["histogram"]
-    assert ours["tv_distance"] == theirs["tv_distance"]
-    assert ours["randomness_source"] == "seeded"
+    assert list(ours.report.histogram) == theirs["histogram"]
+    assert ours.to_json()["tv_distance"] == theirs["tv_distance"]
+    assert ours.randomness_source == "seeded"
 
 
 def test_a_generator_drives_the_in_process_round() -> None:
@@ -132,15 +133,19 @@ def test_a_generator_drives_the_in_process_round() -> None:
         )
         for s in (8, 8, 9)
     ]
-    assert runs[0]["histogram"] == runs[1]["histogram"]
+    assert runs[0].report.histogram == runs[1].report.histogram
     # Two independent seeds give the same 6-bin histogram of 1,000 k-RR reports with
     # probability far below 1e-6.
-    assert runs[0]["histogram"] != runs[2]["histogram"]
-    assert runs[0]["randomness"] == "numpy-generator(PCG64) (the caller's; not a privacy guarantee)"
+    assert runs[0].report.histogram != runs[2].report.histogram
+    assert runs[0].report.randomness == (
+        "numpy-generator(PCG64) (the caller's; not a privacy guarantee)"
+    )
     # The dataset is drawn from the Generator too.
     a = shuffledp.run_round_in_process(n=500, k=5, eps=1.0, seed=np.random.default_rng(3))
     b = shuffledp.run_round_in_process(n=500, k=5, eps=1.0, seed=np.random.default_rng(3))
-    assert a["true_histogram"] == b["true_histogram"] and a["histogram"] == b["histogram"]
+    assert a.report.utility is not None and b.report.utility is not None
+    assert a.report.utility.true_histogram == b.report.utility.true_histogram
+    assert a.report.histogram == b.report.histogram
 
 
 def test_the_package_lists_its_names() -> None:
@@ -166,7 +171,8 @@ def test_simulate_passes_the_flags_as_the_command_line_does(
 
     async def recorder(options: SimulationOptions, **_: Any) -> dict[str, Any]:
         seen.append(options)
-        return {"randomness": "os-csprng", "simulation": {}}
+        truth = np.full(options.k, 20)
+        return fake_round_log(1, truth, truth).to_json()
 
     monkeypatch.setattr(api, "run_simulation", recorder)
     init_key_directory(tmp_path / "keys", hops=2)
@@ -175,8 +181,10 @@ def test_simulate_passes_the_flags_as_the_command_line_does(
     with_keys, plain = seen
     assert (with_keys.hops, with_keys.target_delta, with_keys.k) == (2, 1e-7, 15)
     assert with_keys.round_id > 1  # a fresh random id (1 with probability 2^-48)
-    assert report["randomness_source"] == "os"
+    assert report.randomness_source == "os"
     assert (plain.hops, plain.round_id, plain.eps) == (3, 1, 0.5)
     assert plain.seed == seed_value(np.random.default_rng(11))
-    assert fresh["randomness_source"] == "generator"
-    assert f"from seed {plain.seed}, drawn from the caller's numpy Generator" in fresh["randomness"]
+    assert fresh.randomness_source == "generator"
+    assert f"from seed {plain.seed}, drawn from the caller's numpy Generator" in (
+        fresh.report.randomness
+    )

@@ -184,8 +184,11 @@ def test_the_fast_paths_report_is_a_report_plus_three_keys() -> None:
     from shuffledp import run_round_in_process
     from shuffledp.analyzer.records import Report
 
-    report = run_round_in_process(n=500, k=4, seed=2)
+    result = run_round_in_process(n=500, k=4, seed=2)
+    report = result.to_json()
     extra = {key: report.pop(key) for key in ("path", "dataset", "randomness_source")}
     assert extra["path"] == "fast" and extra["randomness_source"] == "seeded"
     record = Report.from_json(report)
     assert record.to_json() == report and record.utility is not None
+    assert record == result.report
+    assert type(result).from_json(result.to_json()) == result
