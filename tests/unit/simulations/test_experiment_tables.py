@@ -21,6 +21,7 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import InvalidParameterError
+from shuffledp.accountant.tight import DOMINATED_WIDTH
 from shuffledp.simulations.experiments import (
     ExperimentContext,
     ExperimentOutput,
@@ -347,7 +348,9 @@ def test_bounds_rows_invariants(bounds_run: Ran) -> None:
                 assert cell.startswith("outside conditions: "), cell
         wang = _cell(row[BOUNDS_HEADER[10]])
         if int(row["k"]) >= 3:
-            assert isinstance(wang, float) and wang <= lower
+            # wang-krr is a post-processing of F(0): at most tight's lower end, up to the width
+            # of F(0)'s bracket with which tight skips it (tight.covered).
+            assert isinstance(wang, float) and wang <= lower * (1 + DOMINATED_WIDTH)
         else:
             assert isinstance(wang, str) and "not a lower bound" in wang
         single = _number(row, BOUNDS_HEADER[13])
