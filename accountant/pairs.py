@@ -202,93 +202,42 @@ class CloneFormPair:
             )
 
     def _delta(self, eps: float, depth: float) -> Bracket:
-        e = math.exp(eps)
-        big_l = self.log_odds
-        p, q = self.p, self.q
-        # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + q b(a),
-        # Q_c(a) = q b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
-        # P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
-        # where x = f (c+1), f = -coef_lo / (coef_hi - coef_lo): positive exactly for a > x.
-        # No coefficient is formed by subtracting nearly equal numbers (each is accurate to a few
-        # ulp, COEF_RELERR): with q / p = e^-L,
-        #   coef_hi = p - e q = -p expm1(eps - L) > 0 (eps < L; eps - L is exact when close),
-        #   -coef_lo = e p - q = expm1(eps) p + (p - q) > 0,
-        #   coef_hi - coef_lo = (p - q)(1 + e),  p - q = tanh(L / 2).
-        coef_hi = -p * math.expm1(eps - big_l)
-        p_minus_q = math.tanh(big_l / 2.0)
-        neg_lo = math.expm1(eps) * p + p_minus_q  # -coef_lo
-        span = p_minus_q * (1.0 + e)  # coef_hi - coef_lo
-        del q  # only through the forms above
+        """The bracket with the mixing law cut ``depth`` nats below its mode.
+
+        Given C = c the term at outcome a is b(a) span (a - x) / (c - a + 1), positive exactly
+        for a > x (:class:`_CloneCoefficients`): the region is a >= a* = floor(x) + 1.
+        """
+        coefs = _CloneCoefficients.at(self.p, self.log_odds, eps)
         c, log_w, log_dropped, w_err = _mixing_window(
             self.n_others, self.clone_prob, depth, self._mixing_complement
         )
-        x = (neg_lo / span) * (c + 1.0)
+        x = (coefs.neg_lo / coefs.span) * (c + 1.0)
         # x is accurate to X_RELERR relative (f: two coefficients and a division).
         x_err = _X_RELERR * (1.0 + x)
         # The top outcome a = c + 1 has loss log(p/(1-p)) > eps (inf for p = 1), so it is always
         # in the region, even where x rounds up to c + 1 (huge eps).
         a_star = np.minimum(np.floor(x) + 1.0, c + 1.0)
         # Whole region a >= a* through tails: coef_hi P[b >= a* - 1] + coef_lo P[b >= a*].
-        l_hi = log_binom_sf(a_star - 1.0, c, 0.5)
-        l_lo = log_binom_sf(a_star, c, 0.5)
-        pos_c = log_w + math.log(coef_hi) + l_hi
-        neg_c = log_w + math.log(neg_lo) + l_lo
+        whole = _CloneTails.at(coefs, a_star, c, log_w)
         # Where c carries weight, sum the first DIRECT_TERMS outcomes one by one instead (the
         # tail difference loses precision to cancellation) and keep tails for the remainder.
-        core = _core(pos_c)
-        cc, xc, ac, wc = c[core], x[core], a_star[core], log_w[core]
-        a = ac[:, None] + np.arange(DIRECT_TERMS)[None, :]
-        c2 = np.broadcast_to(cc[:, None], a.shape)
-        inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
-        log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
-        slope = math.log(span)
-        gap = np.where(inside, a - xc[:, None], 1.0)
-        denom = np.where(inside, c2 - a + 1.0, 1.0)
-        log_scale_ = wc[:, None] + log_b + slope - np.log(denom)
-        direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
-        # Rounding of x moves (a - x) by at most x_err: an absolute error per term; the slope
-        # (coef_hi - coef_lo) is off by at most COEF_RELERR relative.
-        direct_err = np.where(
-            inside,
-            log_scale_ + np.log(x_err[core][:, None] + COEF_RELERR * np.abs(gap)),
-            -np.inf,
-        )
-        # If rounding put a* one too high, the outcome a* - 1 has a - x within x_err of 0.
-        a_prev = a_star - 1.0
-        ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= x_err)
-        prev_err = np.where(
-            ok_prev,
-            log_w
-            + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
-            + slope
-            - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
-            + np.log(x_err),
-            -np.inf,
-        )
-        # a = c + 1 (outside ``inside``, so direct and direct_err are -inf there).
-        top = a == c2 + 1.0
-        top_term = wc[:, None] + math.log(coef_hi) - c2 * math.log(2.0)
-        direct = np.where(top, top_term, direct)
-        direct_err = np.where(top, top_term + _LOG_COEF_RELERR, direct_err)
+        core = _core(whole.pos)
+        cc, ac, wc = c[core], a_star[core], log_w[core]
+        direct, direct_err = _clone_direct_terms(coefs, cc, x[core], x_err[core], ac, wc)
+        prev_err = _clone_near_miss_error(coefs, c, x, x_err, a_star, log_w)
         # Remainder a >= a* + DIRECT_TERMS for the core.
-        m = ac + DIRECT_TERMS
-        r_hi = log_binom_sf(m - 1.0, cc, 0.5)
-        r_lo = log_binom_sf(m, cc, 0.5)
-        rem_pos = wc + math.log(coef_hi) + r_hi
-        rem_neg = wc + math.log(neg_lo) + r_lo
-        pos = np.concatenate([direct.ravel(), rem_pos, pos_c[~core]])
-        neg = np.concatenate([rem_neg, neg_c[~core]])
-        err = [
-            direct_err.ravel(),
-            prev_err,
-            rem_pos + _coef_tail_error(r_hi),
-            rem_neg + _coef_tail_error(r_lo),
-            pos_c[~core] + _coef_tail_error(l_hi[~core]),
-            neg_c[~core] + _coef_tail_error(l_lo[~core]),
-        ]
+        remainder = _CloneTails.at(coefs, ac + DIRECT_TERMS, cc, wc)
+        rest = whole.rows(~core)
+        pos = np.concatenate([direct.ravel(), remainder.pos, rest.pos])
+        neg = np.concatenate([remainder.neg, rest.neg])
+        err = [direct_err.ravel(), prev_err, *remainder.errors(), *rest.errors()]
         w_err += log_weight_error(float(c[-1]), 0.5) + _run_error(float(c[-1]))
         w_err += _param_log_error(self.n_others)  # clone_prob, its complement: a few ulp
         bracket = _combine(pos, neg, err, w_err, log_dropped, weight_per_difference=True)
+        return self._scaled(bracket)
+
+    def _scaled(self, bracket: Bracket) -> Bracket:
+        """The divergence of the pair from that of its unscaled part (``bracket``)."""
         if self.scale == 1.0:
             return bracket
         # scale is a computed probability too (a few ulp): widen by COEF_RELERR both ways.
@@ -334,6 +283,126 @@ class CloneFormPair:
             lp = np.append(lp, common)
             lq = np.append(lq, common)
         return lp, lq, dropped
+
+
+@dataclass(frozen=True, slots=True)
+class _CloneCoefficients:
+    """The linear form of a clone-form pair's terms at one eps.
+
+    Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + q b(a),
+    Q_c(a) = q b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
+    P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
+    where x = f (c+1), f = -coef_lo / (coef_hi - coef_lo): positive exactly for a > x.
+    No coefficient is formed by subtracting nearly equal numbers (each is accurate to a few
+    ulp, COEF_RELERR): with q / p = e^-L,
+      coef_hi = p - e q = -p expm1(eps - L) > 0 (eps < L; eps - L is exact when close),
+      -coef_lo = e p - q = expm1(eps) p + (p - q) > 0,
+      coef_hi - coef_lo = (p - q)(1 + e),  p - q = tanh(L / 2).
+    """
+
+    coef_hi: float
+    neg_lo: float  # -coef_lo
+    span: float  # coef_hi - coef_lo
+
+    @classmethod
+    def at(cls, p: float, log_odds: float, eps: float) -> _CloneCoefficients:
+        """The coefficients for P[D = 1] = p with log-odds L = ``log_odds`` (q only via L)."""
+        coef_hi = -p * math.expm1(eps - log_odds)
+        p_minus_q = math.tanh(log_odds / 2.0)
+        neg_lo = math.expm1(eps) * p + p_minus_q
+        span = p_minus_q * (1.0 + math.exp(eps))
+        return cls(coef_hi=coef_hi, neg_lo=neg_lo, span=span)
+
+    @property
+    def log_slope(self) -> float:
+        """log(coef_hi - coef_lo)."""
+        return math.log(self.span)
+
+
+@dataclass(frozen=True, slots=True)
+class _CloneTails:
+    """The region a >= m of each mixing point c through binomial tails, in log space:
+    pos = w + log coef_hi + log P[b >= m - 1], neg = w + log(-coef_lo) + log P[b >= m]."""
+
+    pos: FloatArray
+    neg: FloatArray
+    log_hi: FloatArray  # log P[b >= m - 1]
+    log_lo: FloatArray  # log P[b >= m]
+
+    @classmethod
+    def at(
+        cls, coefs: _CloneCoefficients, m: FloatArray, c: FloatArray, log_w: FloatArray
+    ) -> _CloneTails:
+        l_hi = log_binom_sf(m - 1.0, c, 0.5)
+        l_lo = log_binom_sf(m, c, 0.5)
+        pos = log_w + math.log(coefs.coef_hi) + l_hi
+        neg = log_w + math.log(coefs.neg_lo) + l_lo
+        return cls(pos=pos, neg=neg, log_hi=l_hi, log_lo=l_lo)
+
+    def rows(self, keep: npt.NDArray[np.bool_]) -> _CloneTails:
+        """The same tails for the mixing points selected by ``keep`` only."""
+        return _CloneTails(self.pos[keep], self.neg[keep], self.log_hi[keep], self.log_lo[keep])
+
+    def errors(self) -> list[FloatArray]:
+        """log error bounds of the positive and the negative terms (tail and coefficient)."""
+        return [self.pos + _coef_tail_error(self.log_hi), self.neg + _coef_tail_error(self.log_lo)]
+
+
+def _clone_direct_terms(
+    coefs: _CloneCoefficients,
+    cc: FloatArray,
+    xc: FloatArray,
+    x_err: FloatArray,
+    ac: FloatArray,
+    wc: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(log terms, log error bounds) of the outcomes a* .. a* + DIRECT_TERMS - 1 of the core
+    mixing points cc (thresholds xc, their errors x_err, first outcomes ac, log weights wc)."""
+    a = ac[:, None] + np.arange(DIRECT_TERMS)[None, :]
+    c2 = np.broadcast_to(cc[:, None], a.shape)
+    inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
+    log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
+    gap = np.where(inside, a - xc[:, None], 1.0)
+    denom = np.where(inside, c2 - a + 1.0, 1.0)
+    log_scale_ = wc[:, None] + log_b + coefs.log_slope - np.log(denom)
+    direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
+    # Rounding of x moves (a - x) by at most x_err: an absolute error per term; the slope
+    # (coef_hi - coef_lo) is off by at most COEF_RELERR relative.
+    direct_err = np.where(
+        inside,
+        log_scale_ + np.log(x_err[:, None] + COEF_RELERR * np.abs(gap)),
+        -np.inf,
+    )
+    # a = c + 1 (outside ``inside``, so direct and direct_err are -inf there).
+    top = a == c2 + 1.0
+    top_term = wc[:, None] + math.log(coefs.coef_hi) - c2 * math.log(2.0)
+    direct = np.where(top, top_term, direct)
+    direct_err = np.where(top, top_term + _LOG_COEF_RELERR, direct_err)
+    return direct, direct_err
+
+
+def _clone_near_miss_error(
+    coefs: _CloneCoefficients,
+    c: FloatArray,
+    x: FloatArray,
+    x_err: FloatArray,
+    a_star: FloatArray,
+    log_w: FloatArray,
+) -> FloatArray:
+    """log error bound for the outcome a = a* - 1 of each mixing point: if rounding put a* one
+    too high, that outcome has a - x within x_err of 0, so its term is at most
+    b(a) span x_err / (c - a + 1)."""
+    a_prev = a_star - 1.0
+    ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= x_err)
+    return np.where(
+        ok_prev,
+        log_w
+        + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
+        + coefs.log_slope
+        - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
+        + np.log(x_err),
+        -np.inf,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
