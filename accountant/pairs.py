@@ -466,133 +466,212 @@ class TwoCountPair:
         return (1.0 if rest == 0.0 else self.alpha + self.beta), rest
 
     def _delta(self, eps: float, depth: float) -> Bracket:
-        mech = self.mechanism
-        n = mech.n
-        pt, pb = mech.pt_precise, mech.pb_precise
-        r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
+        """The bracket with the law of the others' total cut ``depth`` nats below its mode.
+
+        For each observed total t the term at a is b_t(a) (W(t-1)/t) g (a - a_thr(t)), positive
+        exactly above a_thr (:class:`_TwoCountCoefficients`): the region is a tail of a.
+        """
+        n = self.mechanism.n
         # Others' total C = A + B ~ W = Bin(n-1, q); q and 1 - q, theta and 1 - theta are all
         # formed without subtraction (at large eps0, theta = pt / (pt + pb) is within e^-eps0
         # of 1), and passed together to the binomial helpers.
         q, q_c = self._others_total()
-        theta = self.alpha / (self.alpha + self.beta)  # A | C = c ~ b_c = Bin(c, theta)
-        theta_c = self.beta / (self.alpha + self.beta)  # 1 - theta
+        coefs = _TwoCountCoefficients.at(self, eps)
         c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth, q_c)
-        # Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
-        # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
-        # b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
-        # P - e^eps Q is b_t(a) times a linear function of a, increasing (eps < eps0):
-        #   P - e Q = b_t(a) (W(t-1)/t) g (a - a_thr(t)),
-        #   g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
-        #   a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
-        # (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
-        # No coefficient is a difference of nearly equal numbers (each is accurate to a few ulp,
-        # COEF_RELERR); with pb / pt = e^-eps0 exactly:
-        #   pt - e pb = -pt expm1(eps - eps0) > 0 (eps - eps0 is exact when they are close),
-        #   e pt - pb = expm1(eps) pt + (pt - pb),  pt - pb = pt (1 - e^-eps0),  e - 1 = expm1(eps).
         t = np.arange(c[0], c[-1] + 2.0)
         t = t[t >= 1.0]  # t = 0 has one outcome with equal mass under P and Q
         log_w_prev = log_binom_pmf(t - 1.0, n - 1, q, q_c)  # W(t-1)
         in_window = (t >= c[0]) & (t <= c[-1])
         log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q, q_c), -np.inf)  # W(t)
-        em1 = math.expm1(eps)
-        up_coef = -pt * math.expm1(eps - mech.eps0)  # pt - e pb
-        down_coef = em1 * pt + mech.pt_minus_pb  # e pt - pb
-        g = up_coef / theta + down_coef / theta_c
-        # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
-        s = r * (n - t) * q / q_c if r > 0.0 else np.zeros_like(t)
-        extra = em1 * s
-        a_thr = (down_coef * t / theta_c + extra) / g
-        # Near the top the region's edge is carried as h = t - a_thr = (t (pt - e pb)/theta -
-        # (e - 1) s) / g instead: at large eps0 the edge is within 1e-18 t of t, which a_thr
-        # cannot resolve (a_thr rounds to t and the one outcome in the region, a = t, is lost).
-        high = up_coef * t / theta
-        h = (high - extra) / g
-        from_top = h < a_thr
-        # Each form's terms are accurate to COEF_RELERR and g too, so the edge is off by at most
-        # thr_err (absolute): 2 COEF_RELERR times the sum of the magnitudes over g.
-        thr_err = 2.0 * COEF_RELERR * np.where(from_top, (high + extra) / g, a_thr)
-        a_star = np.maximum(np.where(from_top, t + 1.0 - np.ceil(h), np.floor(a_thr) + 1.0), 0.0)
-
-        # a - a_thr = (a - base) + offset: (a - t) + h near the top, a - a_thr otherwise (a - base
-        # is an exact integer, so one rounding).
-        base = np.where(from_top, t, 0.0)
-        offset = np.where(from_top, h, -a_thr)
-
-        def edge_gap(aa: FloatArray, rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
-            """a - a_thr for outcomes aa (one row per t in ``rows``), from the accurate form."""
-            return (aa - base[rows][:, None]) + offset[rows][:, None]
-
-        slope = math.log(g)
-        log_coef_neg = math.log(em1 * r) if r > 0.0 and em1 > 0.0 else -np.inf
-
-        def tails(
-            m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
-        ) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
-            """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
-            + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
-            l1 = log_binom_sf(m - 1.0, tt - 1.0, theta, theta_c)
-            l2 = log_binom_sf(m, tt - 1.0, theta, theta_c)
-            l3 = log_binom_sf(m, tt, theta, theta_c)
-            pos_ = wp + math.log(up_coef) + l1
-            neg2 = wp + math.log(down_coef) + l2
-            neg3 = wh + log_coef_neg + l3
-            errs = [
-                pos_ + _coef_tail_error(l1),
-                neg2 + _coef_tail_error(l2),
-                neg3 + _coef_tail_error(l3),
-            ]
-            return pos_, np.logaddexp(neg2, neg3), errs
-
-        pos_t, neg_t, err_t = tails(a_star, t, log_w_prev, log_w_here)
-        # The outcome just below a* is in the region if the edge is off by its error; its term is
-        # then at most b_t(a) (W(t-1)/t) g thr_err. Counted as error (below for the core, here for
-        # the rest), and in choosing the core (the computed region may be empty).
-        a_prev = a_star - 1.0
-        gap_prev = edge_gap(a_prev[:, None], slice(None))[:, 0]
-        ok_prev = (a_prev >= 0.0) & (a_prev <= t) & (np.abs(gap_prev) <= thr_err)
-        prev_err = np.full_like(t, -np.inf)
-        prev_err[ok_prev] = (
-            log_w_prev[ok_prev]
-            - np.log(t[ok_prev])
-            + slope
-            + log_binom_pmf(a_prev[ok_prev], t[ok_prev], theta, theta_c)
-            + np.log(thr_err[ok_prev])
-        )
+        edge = _TwoCountEdge.at(coefs, t, n, q, q_c)
+        pos_t, neg_t, err_t = _two_count_tails(coefs, edge.a_star, t, log_w_prev, log_w_here)
+        # The outcome just below a* counts as error (below for the core, here for the rest), and
+        # in choosing the core (the computed region may be empty).
+        prev_err = _two_count_near_miss_error(coefs, edge, t, log_w_prev)
         core = _core(np.logaddexp(pos_t, prev_err))
-        tc, ac, wpc = t[core], a_star[core], log_w_prev[core]
-        a = ac[:, None] + np.arange(-1.0, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
-        t2 = np.broadcast_to(tc[:, None], a.shape)
-        inside = (a >= 0.0) & (a <= t2)
-        log_scale_ = np.where(
-            inside,
-            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, theta, theta_c)
-            + wpc[:, None]
-            - np.log(t2)
-            + slope,
-            -np.inf,
+        direct, direct_err = _two_count_direct_terms(coefs, edge, core, t, log_w_prev)
+        rem_pos, rem_neg, rem_err = _two_count_tails(
+            coefs, edge.a_star[core] + DIRECT_TERMS, t[core], log_w_prev[core], log_w_here[core]
         )
-        gap = np.where(inside, edge_gap(a, core), 1.0)
-        direct_full = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)
-        direct = direct_full[:, 1:]
-        # Terms in the region carry the edge's error and the slope's (g and the rounding of the
-        # gap: COEF_RELERR relative); the outcome just below a* only if it is that close.
-        rounding = thr_err[core][:, None]
-        near = (gap > 0.0) | (np.abs(gap) <= rounding)
-        direct_err = np.where(
-            near,
-            log_scale_ + np.log(rounding + COEF_RELERR * np.maximum(gap, 0.0)),
-            -np.inf,
-        )
-        rem_pos, rem_neg, rem_err = tails(ac + DIRECT_TERMS, tc, wpc, log_w_here[core])
         pos = np.concatenate([direct.ravel(), rem_pos, pos_t[~core]])
         neg = np.concatenate([rem_neg, neg_t[~core]])
         err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t), prev_err[~core]]
+        theta, theta_c = coefs.theta, coefs.theta_c
         w_err += log_weight_error(float(t[-1]), theta, theta_c)
         w_err += _run_error(float(t[-1]), theta, theta_c)
         # q, theta and their complements are computed probabilities (a few ulp).
         w_err += _param_log_error(n - 1) + _param_log_error(float(t[-1]))
         # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
         return _combine(pos, neg, err, w_err, log_dropped)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TwoCountCoefficients:
+    """The linear form of a two-count pair's terms at one eps.
+
+    Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
+    mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
+    b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
+    P - e^eps Q is b_t(a) times a linear function of a, increasing (eps < eps0):
+      P - e Q = b_t(a) (W(t-1)/t) g (a - a_thr(t)),
+      g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
+      a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
+    (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
+    No coefficient is a difference of nearly equal numbers (each is accurate to a few ulp,
+    COEF_RELERR); with pb / pt = e^-eps0 exactly:
+      pt - e pb = -pt expm1(eps - eps0) > 0 (eps - eps0 is exact when they are close),
+      e pt - pb = expm1(eps) pt + (pt - pb),  pt - pb = pt (1 - e^-eps0),  e - 1 = expm1(eps).
+    """
+
+    theta: float  # A | C = c ~ b_c = Bin(c, theta), theta = alpha / (alpha + beta)
+    theta_c: float  # 1 - theta
+    r: float  # 1 - pt - pb = (k - 2) pb, without cancellation
+    em1: float  # e - 1
+    up_coef: float  # pt - e pb
+    down_coef: float  # e pt - pb
+    g: float
+
+    @classmethod
+    def at(cls, pair: TwoCountPair, eps: float) -> _TwoCountCoefficients:
+        mech = pair.mechanism
+        pt, pb = mech.pt_precise, mech.pb_precise
+        theta = pair.alpha / (pair.alpha + pair.beta)
+        theta_c = pair.beta / (pair.alpha + pair.beta)
+        em1 = math.expm1(eps)
+        up_coef = -pt * math.expm1(eps - mech.eps0)
+        down_coef = em1 * pt + mech.pt_minus_pb
+        return cls(
+            theta=theta,
+            theta_c=theta_c,
+            r=(mech.k - 2) * pb,
+            em1=em1,
+            up_coef=up_coef,
+            down_coef=down_coef,
+            g=up_coef / theta + down_coef / theta_c,
+        )
+
+    @property
+    def log_slope(self) -> float:
+        """log g."""
+        return math.log(self.g)
+
+    @property
+    def log_coef_neg(self) -> float:
+        """log((e - 1) r), the coefficient of W(t) P[b_t >= m] (-inf where it is 0)."""
+        return math.log(self.em1 * self.r) if self.r > 0.0 and self.em1 > 0.0 else -np.inf
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TwoCountEdge:
+    """The region a >= a_star of each observed total t, and a - a_thr in its accurate form:
+    (a - base) + offset, with (a - t) + h near the top and a - a_thr otherwise (a - base is an
+    exact integer, so one rounding); the edge is off by at most thr_err (absolute)."""
+
+    a_star: FloatArray
+    thr_err: FloatArray
+    base: FloatArray
+    offset: FloatArray
+
+    @classmethod
+    def at(
+        cls, coefs: _TwoCountCoefficients, t: FloatArray, n: int, q: float, q_c: float
+    ) -> _TwoCountEdge:
+        # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
+        s = coefs.r * (n - t) * q / q_c if coefs.r > 0.0 else np.zeros_like(t)
+        extra = coefs.em1 * s
+        a_thr = (coefs.down_coef * t / coefs.theta_c + extra) / coefs.g
+        # Near the top the region's edge is carried as h = t - a_thr = (t (pt - e pb)/theta -
+        # (e - 1) s) / g instead: at large eps0 the edge is within 1e-18 t of t, which a_thr
+        # cannot resolve (a_thr rounds to t and the one outcome in the region, a = t, is lost).
+        high = coefs.up_coef * t / coefs.theta
+        h = (high - extra) / coefs.g
+        from_top = h < a_thr
+        # Each form's terms are accurate to COEF_RELERR and g too, so the edge is off by at most
+        # thr_err (absolute): 2 COEF_RELERR times the sum of the magnitudes over g.
+        thr_err = 2.0 * COEF_RELERR * np.where(from_top, (high + extra) / coefs.g, a_thr)
+        a_star = np.maximum(np.where(from_top, t + 1.0 - np.ceil(h), np.floor(a_thr) + 1.0), 0.0)
+        base = np.where(from_top, t, 0.0)
+        offset = np.where(from_top, h, -a_thr)
+        return cls(a_star=a_star, thr_err=thr_err, base=base, offset=offset)
+
+    def gap(self, aa: FloatArray, rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
+        """a - a_thr for outcomes aa (one row per t in ``rows``), from the accurate form."""
+        return (aa - self.base[rows][:, None]) + self.offset[rows][:, None]
+
+
+def _two_count_tails(
+    coefs: _TwoCountCoefficients, m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
+) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
+    """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
+    + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
+    theta, theta_c = coefs.theta, coefs.theta_c
+    l1 = log_binom_sf(m - 1.0, tt - 1.0, theta, theta_c)
+    l2 = log_binom_sf(m, tt - 1.0, theta, theta_c)
+    l3 = log_binom_sf(m, tt, theta, theta_c)
+    pos_ = wp + math.log(coefs.up_coef) + l1
+    neg2 = wp + math.log(coefs.down_coef) + l2
+    neg3 = wh + coefs.log_coef_neg + l3
+    errs = [
+        pos_ + _coef_tail_error(l1),
+        neg2 + _coef_tail_error(l2),
+        neg3 + _coef_tail_error(l3),
+    ]
+    return pos_, np.logaddexp(neg2, neg3), errs
+
+
+def _two_count_near_miss_error(
+    coefs: _TwoCountCoefficients, edge: _TwoCountEdge, t: FloatArray, log_w_prev: FloatArray
+) -> FloatArray:
+    """log error bound for the outcome just below a* of each total t: it is in the region if the
+    edge is off by its error, and its term is then at most b_t(a) (W(t-1)/t) g thr_err."""
+    a_prev = edge.a_star - 1.0
+    gap_prev = edge.gap(a_prev[:, None], slice(None))[:, 0]
+    ok_prev = (a_prev >= 0.0) & (a_prev <= t) & (np.abs(gap_prev) <= edge.thr_err)
+    prev_err = np.full_like(t, -np.inf)
+    prev_err[ok_prev] = (
+        log_w_prev[ok_prev]
+        - np.log(t[ok_prev])
+        + coefs.log_slope
+        + log_binom_pmf(a_prev[ok_prev], t[ok_prev], coefs.theta, coefs.theta_c)
+        + np.log(edge.thr_err[ok_prev])
+    )
+    return prev_err
+
+
+def _two_count_direct_terms(
+    coefs: _TwoCountCoefficients,
+    edge: _TwoCountEdge,
+    core: npt.NDArray[np.bool_],
+    t: FloatArray,
+    log_w_prev: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(log terms, log error bounds) of the outcomes a* .. a* + DIRECT_TERMS - 1 of the core
+    totals, one by one; the error bounds also cover a* - 1 (column 0)."""
+    tc, ac, wpc = t[core], edge.a_star[core], log_w_prev[core]
+    a = ac[:, None] + np.arange(-1.0, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
+    t2 = np.broadcast_to(tc[:, None], a.shape)
+    inside = (a >= 0.0) & (a <= t2)
+    log_scale_ = np.where(
+        inside,
+        _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, coefs.theta, coefs.theta_c)
+        + wpc[:, None]
+        - np.log(t2)
+        + coefs.log_slope,
+        -np.inf,
+    )
+    gap = np.where(inside, edge.gap(a, core), 1.0)
+    direct_full = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)
+    direct = direct_full[:, 1:]
+    # Terms in the region carry the edge's error and the slope's (g and the rounding of the
+    # gap: COEF_RELERR relative); the outcome just below a* only if it is that close.
+    rounding = edge.thr_err[core][:, None]
+    near = (gap > 0.0) | (np.abs(gap) <= rounding)
+    direct_err = np.where(
+        near,
+        log_scale_ + np.log(rounding + COEF_RELERR * np.maximum(gap, 0.0)),
+        -np.inf,
+    )
+    return direct, direct_err
 
 
 # ---------------------------------------------------------------------------------------------
