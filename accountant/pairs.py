@@ -773,7 +773,7 @@ def _single_bin_direction(
     coef_other: float,
     main_relerr: float,
     direct_s: npt.NDArray[np.int64],
-    log_tail: object,
+    log_tail: Callable[[int], tuple[float, float]],
     remainder_from: int,
     *,
     upper: bool,
@@ -785,63 +785,10 @@ def _single_bin_direction(
     coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
     coef_main is accurate to main_relerr relative, coef_other to COEF_RELERR.
     """
-    assert callable(log_tail)
-    span = np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else np.arange(0)
-    log_b = (
-        dict(zip(span.tolist(), law.log_pmf_many(span).tolist(), strict=True)) if span.size else {}
+    pmfs = _DirectLogPmfs.of(law, direct_s)
+    terms, errs = _single_bin_direct_terms(
+        law, pmfs, coef_main, coef_other, main_relerr, direct_s, upper=upper
     )
-    # Error model: each log B value has absolute error at most abs_err (its weights' gammaln
-    # errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
-    # off by at most diff_err (the four gammaln values that differ, and two roundings). A term
-    # m B(s') + o B(s'') = m B(s')(1 + d1) + o B(s'')(1 + d2) is then off by at most
-    # |d1| term + |o| B(s'') |d2 - d1|.
-    ulp = 2.3e-16
-    diff_base = 8.0 * GAMMALN_RELERR * float(gammaln(law.n_max + 2.0))
-    chain = 0.0
-    if law.n_out == 0 and len(log_b) > 1:
-        # B is a single binomial: walk from the first value by the exact ratio
-        # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
-        keys = sorted(log_b)
-        n_in, q_in = law.n_in, law.q_in
-        log_odds = math.log(q_in) - math.log(law.qc_in)
-        for prev, cur in itertools.pairwise(keys):
-            if log_b[prev] > -math.inf and 1 <= cur <= n_in:
-                log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
-        diff_base = 0.0
-        chain = len(keys) * 4.0 * ulp  # the walk accumulates rounding (relative to |log B|)
-    log_main_relerr = math.log(main_relerr)
-    terms, errs = [], []
-    for s in direct_s:
-        main = log_b[int(s) - 1] if upper else log_b[int(s)]
-        other = log_b[int(s)] if upper else log_b[int(s) - 1]
-        lm = math.log(coef_main) + main
-        lo_ = math.log(-coef_other) + other
-        if lm == -math.inf:
-            continue
-        abs_err = law.log_weight_error + (2.0 * ulp + chain) * abs(main)
-        diff_err = diff_base + 4.0 * ulp * (abs(main) + abs(other))
-        if lo_ >= lm:
-            # Computed as <= 0 (not a term); the true term is at most max(0, computed + error).
-            # Relative to |o| B(s''): computed = r - 1 with r = e^(lm - lo_) <= 1.
-            r = math.exp(lm - lo_)
-            slack = (r - 1.0) * (1.0 - abs_err) + diff_err + main_relerr * r + COEF_RELERR
-            if slack > 0.0:
-                errs.append(lo_ + math.log(slack))
-            continue
-        # term = e^lm (1 - rho), rho = e^(lo_ - lm) < 1; its error relative to e^lm: the B values'
-        # (abs_err on the term, diff_err on the cancelled part) and the coefficients' own errors
-        # (main_relerr of the positive part, COEF_RELERR of the negative one).
-        if lo_ == -math.inf:  # nothing cancels (and diff_err is inf)
-            terms.append(lm)
-            errs.append(lm + math.log(abs_err + main_relerr))
-            continue
-        gap = lm - lo_
-        rho = math.exp(-gap)
-        term = lm + (math.log1p(-rho) if gap > _LN2 else math.log(-math.expm1(-gap)))
-        terms.append(term)
-        errs.append(
-            lm + math.log((1.0 - rho) * abs_err + rho * (diff_err + COEF_RELERR) + main_relerr)
-        )
     if upper:
         (l_main, e_main), (l_other, e_other) = (
             log_tail(remainder_from - 1),
@@ -860,7 +807,7 @@ def _single_bin_direction(
             math.log(coef_main) + e_main,
             math.log(-coef_other) + e_other,
             # the coefficients' own errors on the two remainder tails
-            math.log(coef_main) + l_main + log_main_relerr,
+            math.log(coef_main) + l_main + math.log(main_relerr),
             math.log(-coef_other) + l_other + _LOG_COEF_RELERR,
         ]
     )
@@ -868,6 +815,108 @@ def _single_bin_direction(
     # dropped mass; (1 + e^eps) times it per term (<= n_max + 2 terms) covers the divergence.
     extra = _cut_error(law, coef_main - coef_other)
     return _combine(pos, neg, [err, np.asarray([extra])], 0.0, -math.inf)
+
+
+#: Bound on the unit roundoff used by the single-bin error model (2^-52 = 2.22e-16, rounded up).
+_ULP = 2.3e-16
+
+
+@dataclass(frozen=True, slots=True)
+class _DirectLogPmfs:
+    """log B at the outcomes of a direction's direct terms (and the one before), with the error
+    model of those values.
+
+    Error model: each log B value has absolute error at most abs_err (its weights' gammaln
+    errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
+    off by at most diff_err (the four gammaln values that differ, and two roundings). A term
+    m B(s') + o B(s'') = m B(s')(1 + d1) + o B(s'')(1 + d2) is then off by at most
+    |d1| term + |o| B(s'') |d2 - d1|.
+    """
+
+    values: dict[int, float]
+    diff_base: float  # the gammaln part of diff_err
+    chain: float  # rounding accumulated by a walk, relative to |log B| (0 without a walk)
+
+    @classmethod
+    def of(cls, law: _TwoBinomialSum, direct_s: npt.NDArray[np.int64]) -> _DirectLogPmfs:
+        span = (
+            np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1)
+            if direct_s.size
+            else np.arange(0)
+        )
+        log_b = (
+            dict(zip(span.tolist(), law.log_pmf_many(span).tolist(), strict=True))
+            if span.size
+            else {}
+        )
+        diff_base = 8.0 * GAMMALN_RELERR * float(gammaln(law.n_max + 2.0))
+        chain = 0.0
+        if law.n_out == 0 and len(log_b) > 1:
+            # B is a single binomial: walk from the first value by the exact ratio
+            # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
+            keys = sorted(log_b)
+            n_in, q_in = law.n_in, law.q_in
+            log_odds = math.log(q_in) - math.log(law.qc_in)
+            for prev, cur in itertools.pairwise(keys):
+                if log_b[prev] > -math.inf and 1 <= cur <= n_in:
+                    log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
+            diff_base = 0.0
+            chain = len(keys) * 4.0 * _ULP  # the walk accumulates rounding (relative to |log B|)
+        return cls(log_b, diff_base, chain)
+
+
+def _single_bin_direct_terms(
+    law: _TwoBinomialSum,
+    pmfs: _DirectLogPmfs,
+    coef_main: float,
+    coef_other: float,
+    main_relerr: float,
+    direct_s: npt.NDArray[np.int64],
+    *,
+    upper: bool,
+) -> tuple[list[float], list[float]]:
+    """(log terms, log error bounds) of the direct terms coef_main B(s') + coef_other B(s''),
+    s' = s - 1 and s'' = s for upper=True, the other way round otherwise."""
+    terms: list[float] = []
+    errs: list[float] = []
+    for s in direct_s:
+        main = pmfs.values[int(s) - 1] if upper else pmfs.values[int(s)]
+        other = pmfs.values[int(s)] if upper else pmfs.values[int(s) - 1]
+        lm = math.log(coef_main) + main
+        lo_ = math.log(-coef_other) + other
+        if lm == -math.inf:
+            continue
+        abs_err = law.log_weight_error + (2.0 * _ULP + pmfs.chain) * abs(main)
+        diff_err = pmfs.diff_base + 4.0 * _ULP * (abs(main) + abs(other))
+        term, err = _single_bin_term(lm, lo_, abs_err, diff_err, main_relerr)
+        if term is not None:
+            terms.append(term)
+        if err is not None:
+            errs.append(err)
+    return terms, errs
+
+
+def _single_bin_term(
+    lm: float, lo_: float, abs_err: float, diff_err: float, main_relerr: float
+) -> tuple[float | None, float | None]:
+    """(log term, log error bound) of e^lm - e^lo_, a direct term's positive and negative parts;
+    either is None when there is none (no term when the computed value is <= 0)."""
+    if lo_ >= lm:
+        # Computed as <= 0 (not a term); the true term is at most max(0, computed + error).
+        # Relative to |o| B(s''): computed = r - 1 with r = e^(lm - lo_) <= 1.
+        r = math.exp(lm - lo_)
+        slack = (r - 1.0) * (1.0 - abs_err) + diff_err + main_relerr * r + COEF_RELERR
+        return None, (lo_ + math.log(slack) if slack > 0.0 else None)
+    # term = e^lm (1 - rho), rho = e^(lo_ - lm) < 1; its error relative to e^lm: the B values'
+    # (abs_err on the term, diff_err on the cancelled part) and the coefficients' own errors
+    # (main_relerr of the positive part, COEF_RELERR of the negative one).
+    if lo_ == -math.inf:  # nothing cancels (and diff_err is inf)
+        return lm, lm + math.log(abs_err + main_relerr)
+    gap = lm - lo_
+    rho = math.exp(-gap)
+    term = lm + (math.log1p(-rho) if gap > _LN2 else math.log(-math.expm1(-gap)))
+    err = lm + math.log((1.0 - rho) * abs_err + rho * (diff_err + COEF_RELERR) + main_relerr)
+    return term, err
 
 
 def _cut_error(law: _TwoBinomialSum, coef_span: float) -> float:
