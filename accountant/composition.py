@@ -437,17 +437,7 @@ def compose_rounds(
     of the pairs at eps and <= that at eps - r * discretization (plus 1e-15 per composition of
     truncated tails, counted as infinite loss).
     """
-    if isinstance(mechs, ShuffledKRR) or not isinstance(mechs, Sequence):
-        raise InvalidParameterError(
-            f"mechs must be a sequence of ShuffledKRR rounds, got {type(mechs).__name__}"
-        )
-    if len(mechs) < 1:
-        raise InvalidParameterError("mechs must hold at least 1 round, got 0")
-    for index, mech in enumerate(mechs):
-        if not isinstance(mech, ShuffledKRR):
-            raise InvalidParameterError(
-                f"mechs[{index}] must be a ShuffledKRR, got {type(mech).__name__}"
-            )
+    _require_rounds(mechs)
     if (eps is None) == (delta is None):
         raise InvalidParameterError("give exactly one of eps and delta")
     eps_v = None if eps is None else require_eps(eps)
@@ -459,29 +449,12 @@ def compose_rounds(
         raise InvalidParameterError("bounds must hold at least one bound")
     best: ComposedResult | None = None
     for member in members:
-        cache: dict[ShuffledKRR, pld_lib.PrivacyLossDistribution] = {}
-        composed: pld_lib.PrivacyLossDistribution | None = None
-        for position, mech in enumerate(mechs):
-            if mech not in cache:
-                cache[mech] = pair_pld(member, mech, discretization, dense=True)
-            if position == 0:
-                composed = cache[mech]
-            else:
-                assert composed is not None
-                composed = compose_or_saturate(composed, cache[mech])
-                if composed is None:
-                    break  # saturated: delta = 1 whatever follows
-        name = member.name
-        if isinstance(member, BlanketFamily) and member.fallback_rounds:
-            name += f" (krr-clones pair in {member.fallback_rounds} round sizes too large to list)"
+        composed = _compose_family_rounds(member, mechs, discretization)
+        # The label after composing: BlanketFamily counts its fallback rounds while listing.
+        result = _composed_result(composed, _family_label(member), len(mechs), eps_v, delta_v)
         if eps_v is not None:
-            value = 1.0 if composed is None else float(composed.get_delta_for_epsilon(eps_v))
-            result = ComposedResult(rounds=len(mechs), eps=eps_v, delta=min(1.0, value), pair=name)
             better = best is None or result.delta < best.delta
         else:
-            assert delta_v is not None
-            value = math.inf if composed is None else float(composed.get_epsilon_for_delta(delta_v))
-            result = ComposedResult(rounds=len(mechs), eps=value, delta=delta_v, pair=name)
             better = best is None or result.eps < best.eps
         if better:
             best = result
@@ -489,3 +462,62 @@ def compose_rounds(
     if math.isnan(best.delta) or math.isnan(best.eps):
         raise ArithmeticError(f"composition produced nan over {len(mechs)} rounds")
     return best
+
+
+def _require_rounds(mechs: Sequence[ShuffledKRR]) -> None:
+    """InvalidParameterError unless ``mechs`` is a non-empty sequence of ShuffledKRR rounds."""
+    if isinstance(mechs, ShuffledKRR) or not isinstance(mechs, Sequence):
+        raise InvalidParameterError(
+            f"mechs must be a sequence of ShuffledKRR rounds, got {type(mechs).__name__}"
+        )
+    if len(mechs) < 1:
+        raise InvalidParameterError("mechs must hold at least 1 round, got 0")
+    for index, mech in enumerate(mechs):
+        if not isinstance(mech, ShuffledKRR):
+            raise InvalidParameterError(
+                f"mechs[{index}] must be a ShuffledKRR, got {type(mech).__name__}"
+            )
+
+
+def _compose_family_rounds(
+    member: PairSource, mechs: Sequence[ShuffledKRR], discretization: float
+) -> pld_lib.PrivacyLossDistribution | None:
+    """One family's PLDs of the rounds composed in the order given (one PLD per distinct
+    mechanism), or None once the composition saturates (delta = 1 whatever follows)."""
+    cache: dict[ShuffledKRR, pld_lib.PrivacyLossDistribution] = {}
+    composed: pld_lib.PrivacyLossDistribution | None = None
+    for position, mech in enumerate(mechs):
+        if mech not in cache:
+            cache[mech] = pair_pld(member, mech, discretization, dense=True)
+        if position == 0:
+            composed = cache[mech]
+        else:
+            assert composed is not None
+            composed = compose_or_saturate(composed, cache[mech])
+            if composed is None:
+                break  # saturated: delta = 1 whatever follows
+    return composed
+
+
+def _family_label(member: PairSource) -> str:
+    """The family's name, saying in how many round sizes optimal-blanket fell back."""
+    name = member.name
+    if isinstance(member, BlanketFamily) and member.fallback_rounds:
+        name += f" (krr-clones pair in {member.fallback_rounds} round sizes too large to list)"
+    return name
+
+
+def _composed_result(
+    composed: pld_lib.PrivacyLossDistribution | None,
+    name: str,
+    rounds: int,
+    eps: float | None,
+    delta: float | None,
+) -> ComposedResult:
+    """delta at eps (1 if saturated) or, when eps is None, eps at delta (inf if saturated)."""
+    if eps is not None:
+        value = 1.0 if composed is None else float(composed.get_delta_for_epsilon(eps))
+        return ComposedResult(rounds=rounds, eps=eps, delta=min(1.0, value), pair=name)
+    assert delta is not None
+    value = math.inf if composed is None else float(composed.get_epsilon_for_delta(delta))
+    return ComposedResult(rounds=rounds, eps=value, delta=delta, pair=name)

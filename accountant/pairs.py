@@ -202,93 +202,42 @@ class CloneFormPair:
             )
 
     def _delta(self, eps: float, depth: float) -> Bracket:
-        e = math.exp(eps)
-        big_l = self.log_odds
-        p, q = self.p, self.q
-        # Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + q b(a),
-        # Q_c(a) = q b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
-        # P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
-        # where x = f (c+1), f = -coef_lo / (coef_hi - coef_lo): positive exactly for a > x.
-        # No coefficient is formed by subtracting nearly equal numbers (each is accurate to a few
-        # ulp, COEF_RELERR): with q / p = e^-L,
-        #   coef_hi = p - e q = -p expm1(eps - L) > 0 (eps < L; eps - L is exact when close),
-        #   -coef_lo = e p - q = expm1(eps) p + (p - q) > 0,
-        #   coef_hi - coef_lo = (p - q)(1 + e),  p - q = tanh(L / 2).
-        coef_hi = -p * math.expm1(eps - big_l)
-        p_minus_q = math.tanh(big_l / 2.0)
-        neg_lo = math.expm1(eps) * p + p_minus_q  # -coef_lo
-        span = p_minus_q * (1.0 + e)  # coef_hi - coef_lo
-        del q  # only through the forms above
+        """The bracket with the mixing law cut ``depth`` nats below its mode.
+
+        Given C = c the term at outcome a is b(a) span (a - x) / (c - a + 1), positive exactly
+        for a > x (:class:`_CloneCoefficients`): the region is a >= a* = floor(x) + 1.
+        """
+        coefs = _CloneCoefficients.at(self.p, self.log_odds, eps)
         c, log_w, log_dropped, w_err = _mixing_window(
             self.n_others, self.clone_prob, depth, self._mixing_complement
         )
-        x = (neg_lo / span) * (c + 1.0)
+        x = (coefs.neg_lo / coefs.span) * (c + 1.0)
         # x is accurate to X_RELERR relative (f: two coefficients and a division).
         x_err = _X_RELERR * (1.0 + x)
         # The top outcome a = c + 1 has loss log(p/(1-p)) > eps (inf for p = 1), so it is always
         # in the region, even where x rounds up to c + 1 (huge eps).
         a_star = np.minimum(np.floor(x) + 1.0, c + 1.0)
         # Whole region a >= a* through tails: coef_hi P[b >= a* - 1] + coef_lo P[b >= a*].
-        l_hi = log_binom_sf(a_star - 1.0, c, 0.5)
-        l_lo = log_binom_sf(a_star, c, 0.5)
-        pos_c = log_w + math.log(coef_hi) + l_hi
-        neg_c = log_w + math.log(neg_lo) + l_lo
+        whole = _CloneTails.at(coefs, a_star, c, log_w)
         # Where c carries weight, sum the first DIRECT_TERMS outcomes one by one instead (the
         # tail difference loses precision to cancellation) and keep tails for the remainder.
-        core = _core(pos_c)
-        cc, xc, ac, wc = c[core], x[core], a_star[core], log_w[core]
-        a = ac[:, None] + np.arange(DIRECT_TERMS)[None, :]
-        c2 = np.broadcast_to(cc[:, None], a.shape)
-        inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
-        log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
-        slope = math.log(span)
-        gap = np.where(inside, a - xc[:, None], 1.0)
-        denom = np.where(inside, c2 - a + 1.0, 1.0)
-        log_scale_ = wc[:, None] + log_b + slope - np.log(denom)
-        direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
-        # Rounding of x moves (a - x) by at most x_err: an absolute error per term; the slope
-        # (coef_hi - coef_lo) is off by at most COEF_RELERR relative.
-        direct_err = np.where(
-            inside,
-            log_scale_ + np.log(x_err[core][:, None] + COEF_RELERR * np.abs(gap)),
-            -np.inf,
-        )
-        # If rounding put a* one too high, the outcome a* - 1 has a - x within x_err of 0.
-        a_prev = a_star - 1.0
-        ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= x_err)
-        prev_err = np.where(
-            ok_prev,
-            log_w
-            + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
-            + slope
-            - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
-            + np.log(x_err),
-            -np.inf,
-        )
-        # a = c + 1 (outside ``inside``, so direct and direct_err are -inf there).
-        top = a == c2 + 1.0
-        top_term = wc[:, None] + math.log(coef_hi) - c2 * math.log(2.0)
-        direct = np.where(top, top_term, direct)
-        direct_err = np.where(top, top_term + _LOG_COEF_RELERR, direct_err)
+        core = _core(whole.pos)
+        cc, ac, wc = c[core], a_star[core], log_w[core]
+        direct, direct_err = _clone_direct_terms(coefs, cc, x[core], x_err[core], ac, wc)
+        prev_err = _clone_near_miss_error(coefs, c, x, x_err, a_star, log_w)
         # Remainder a >= a* + DIRECT_TERMS for the core.
-        m = ac + DIRECT_TERMS
-        r_hi = log_binom_sf(m - 1.0, cc, 0.5)
-        r_lo = log_binom_sf(m, cc, 0.5)
-        rem_pos = wc + math.log(coef_hi) + r_hi
-        rem_neg = wc + math.log(neg_lo) + r_lo
-        pos = np.concatenate([direct.ravel(), rem_pos, pos_c[~core]])
-        neg = np.concatenate([rem_neg, neg_c[~core]])
-        err = [
-            direct_err.ravel(),
-            prev_err,
-            rem_pos + _coef_tail_error(r_hi),
-            rem_neg + _coef_tail_error(r_lo),
-            pos_c[~core] + _coef_tail_error(l_hi[~core]),
-            neg_c[~core] + _coef_tail_error(l_lo[~core]),
-        ]
+        remainder = _CloneTails.at(coefs, ac + DIRECT_TERMS, cc, wc)
+        rest = whole.rows(~core)
+        pos = np.concatenate([direct.ravel(), remainder.pos, rest.pos])
+        neg = np.concatenate([remainder.neg, rest.neg])
+        err = [direct_err.ravel(), prev_err, *remainder.errors(), *rest.errors()]
         w_err += log_weight_error(float(c[-1]), 0.5) + _run_error(float(c[-1]))
         w_err += _param_log_error(self.n_others)  # clone_prob, its complement: a few ulp
         bracket = _combine(pos, neg, err, w_err, log_dropped, weight_per_difference=True)
+        return self._scaled(bracket)
+
+    def _scaled(self, bracket: Bracket) -> Bracket:
+        """The divergence of the pair from that of its unscaled part (``bracket``)."""
         if self.scale == 1.0:
             return bracket
         # scale is a computed probability too (a few ulp): widen by COEF_RELERR both ways.
@@ -334,6 +283,126 @@ class CloneFormPair:
             lp = np.append(lp, common)
             lq = np.append(lq, common)
         return lp, lq, dropped
+
+
+@dataclass(frozen=True, slots=True)
+class _CloneCoefficients:
+    """The linear form of a clone-form pair's terms at one eps.
+
+    Outcome a = first coordinate; given C = c: P_c(a) = p b(a-1) + q b(a),
+    Q_c(a) = q b(a-1) + p b(a), b = Bin(c, 1/2) pmf. With rho = b(a-1)/b(a) = a/(c-a+1):
+    P_c(a) - e Q_c(a) = b(a) (coef_hi rho + coef_lo) = b(a) (coef_hi - coef_lo)(a - x)/(c-a+1)
+    where x = f (c+1), f = -coef_lo / (coef_hi - coef_lo): positive exactly for a > x.
+    No coefficient is formed by subtracting nearly equal numbers (each is accurate to a few
+    ulp, COEF_RELERR): with q / p = e^-L,
+      coef_hi = p - e q = -p expm1(eps - L) > 0 (eps < L; eps - L is exact when close),
+      -coef_lo = e p - q = expm1(eps) p + (p - q) > 0,
+      coef_hi - coef_lo = (p - q)(1 + e),  p - q = tanh(L / 2).
+    """
+
+    coef_hi: float
+    neg_lo: float  # -coef_lo
+    span: float  # coef_hi - coef_lo
+
+    @classmethod
+    def at(cls, p: float, log_odds: float, eps: float) -> _CloneCoefficients:
+        """The coefficients for P[D = 1] = p with log-odds L = ``log_odds`` (q only via L)."""
+        coef_hi = -p * math.expm1(eps - log_odds)
+        p_minus_q = math.tanh(log_odds / 2.0)
+        neg_lo = math.expm1(eps) * p + p_minus_q
+        span = p_minus_q * (1.0 + math.exp(eps))
+        return cls(coef_hi=coef_hi, neg_lo=neg_lo, span=span)
+
+    @property
+    def log_slope(self) -> float:
+        """log(coef_hi - coef_lo)."""
+        return math.log(self.span)
+
+
+@dataclass(frozen=True, slots=True)
+class _CloneTails:
+    """The region a >= m of each mixing point c through binomial tails, in log space:
+    pos = w + log coef_hi + log P[b >= m - 1], neg = w + log(-coef_lo) + log P[b >= m]."""
+
+    pos: FloatArray
+    neg: FloatArray
+    log_hi: FloatArray  # log P[b >= m - 1]
+    log_lo: FloatArray  # log P[b >= m]
+
+    @classmethod
+    def at(
+        cls, coefs: _CloneCoefficients, m: FloatArray, c: FloatArray, log_w: FloatArray
+    ) -> _CloneTails:
+        l_hi = log_binom_sf(m - 1.0, c, 0.5)
+        l_lo = log_binom_sf(m, c, 0.5)
+        pos = log_w + math.log(coefs.coef_hi) + l_hi
+        neg = log_w + math.log(coefs.neg_lo) + l_lo
+        return cls(pos=pos, neg=neg, log_hi=l_hi, log_lo=l_lo)
+
+    def rows(self, keep: npt.NDArray[np.bool_]) -> _CloneTails:
+        """The same tails for the mixing points selected by ``keep`` only."""
+        return _CloneTails(self.pos[keep], self.neg[keep], self.log_hi[keep], self.log_lo[keep])
+
+    def errors(self) -> list[FloatArray]:
+        """log error bounds of the positive and the negative terms (tail and coefficient)."""
+        return [self.pos + _coef_tail_error(self.log_hi), self.neg + _coef_tail_error(self.log_lo)]
+
+
+def _clone_direct_terms(
+    coefs: _CloneCoefficients,
+    cc: FloatArray,
+    xc: FloatArray,
+    x_err: FloatArray,
+    ac: FloatArray,
+    wc: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(log terms, log error bounds) of the outcomes a* .. a* + DIRECT_TERMS - 1 of the core
+    mixing points cc (thresholds xc, their errors x_err, first outcomes ac, log weights wc)."""
+    a = ac[:, None] + np.arange(DIRECT_TERMS)[None, :]
+    c2 = np.broadcast_to(cc[:, None], a.shape)
+    inside = a <= c2  # a = c + 1 handled below (there b(a) = 0 and the term is coef_hi b(c))
+    log_b = _log_pmf_run(ac, cc, DIRECT_TERMS)
+    gap = np.where(inside, a - xc[:, None], 1.0)
+    denom = np.where(inside, c2 - a + 1.0, 1.0)
+    log_scale_ = wc[:, None] + log_b + coefs.log_slope - np.log(denom)
+    direct = np.where(inside, log_scale_ + np.log(gap), -np.inf)
+    # Rounding of x moves (a - x) by at most x_err: an absolute error per term; the slope
+    # (coef_hi - coef_lo) is off by at most COEF_RELERR relative.
+    direct_err = np.where(
+        inside,
+        log_scale_ + np.log(x_err[:, None] + COEF_RELERR * np.abs(gap)),
+        -np.inf,
+    )
+    # a = c + 1 (outside ``inside``, so direct and direct_err are -inf there).
+    top = a == c2 + 1.0
+    top_term = wc[:, None] + math.log(coefs.coef_hi) - c2 * math.log(2.0)
+    direct = np.where(top, top_term, direct)
+    direct_err = np.where(top, top_term + _LOG_COEF_RELERR, direct_err)
+    return direct, direct_err
+
+
+def _clone_near_miss_error(
+    coefs: _CloneCoefficients,
+    c: FloatArray,
+    x: FloatArray,
+    x_err: FloatArray,
+    a_star: FloatArray,
+    log_w: FloatArray,
+) -> FloatArray:
+    """log error bound for the outcome a = a* - 1 of each mixing point: if rounding put a* one
+    too high, that outcome has a - x within x_err of 0, so its term is at most
+    b(a) span x_err / (c - a + 1)."""
+    a_prev = a_star - 1.0
+    ok_prev = (a_prev >= 0.0) & (a_prev <= c) & (x - a_prev <= x_err)
+    return np.where(
+        ok_prev,
+        log_w
+        + log_binom_pmf(np.where(ok_prev, a_prev, 0.0), c, 0.5)
+        + coefs.log_slope
+        - np.log(np.where(ok_prev, c - a_prev + 1.0, 1.0))
+        + np.log(x_err),
+        -np.inf,
+    )
 
 
 # ---------------------------------------------------------------------------------------------
@@ -397,133 +466,212 @@ class TwoCountPair:
         return (1.0 if rest == 0.0 else self.alpha + self.beta), rest
 
     def _delta(self, eps: float, depth: float) -> Bracket:
-        mech = self.mechanism
-        n = mech.n
-        pt, pb = mech.pt_precise, mech.pb_precise
-        r = (mech.k - 2) * pb  # = 1 - pt - pb, without cancellation
+        """The bracket with the law of the others' total cut ``depth`` nats below its mode.
+
+        For each observed total t the term at a is b_t(a) (W(t-1)/t) g (a - a_thr(t)), positive
+        exactly above a_thr (:class:`_TwoCountCoefficients`): the region is a tail of a.
+        """
+        n = self.mechanism.n
         # Others' total C = A + B ~ W = Bin(n-1, q); q and 1 - q, theta and 1 - theta are all
         # formed without subtraction (at large eps0, theta = pt / (pt + pb) is within e^-eps0
         # of 1), and passed together to the binomial helpers.
         q, q_c = self._others_total()
-        theta = self.alpha / (self.alpha + self.beta)  # A | C = c ~ b_c = Bin(c, theta)
-        theta_c = self.beta / (self.alpha + self.beta)  # 1 - theta
+        coefs = _TwoCountCoefficients.at(self, eps)
         c, _, log_dropped, w_err = _mixing_window(n - 1, q, depth, q_c)
-        # Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
-        # mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
-        # b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
-        # P - e^eps Q is b_t(a) times a linear function of a, increasing (eps < eps0):
-        #   P - e Q = b_t(a) (W(t-1)/t) g (a - a_thr(t)),
-        #   g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
-        #   a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
-        # (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
-        # No coefficient is a difference of nearly equal numbers (each is accurate to a few ulp,
-        # COEF_RELERR); with pb / pt = e^-eps0 exactly:
-        #   pt - e pb = -pt expm1(eps - eps0) > 0 (eps - eps0 is exact when they are close),
-        #   e pt - pb = expm1(eps) pt + (pt - pb),  pt - pb = pt (1 - e^-eps0),  e - 1 = expm1(eps).
         t = np.arange(c[0], c[-1] + 2.0)
         t = t[t >= 1.0]  # t = 0 has one outcome with equal mass under P and Q
         log_w_prev = log_binom_pmf(t - 1.0, n - 1, q, q_c)  # W(t-1)
         in_window = (t >= c[0]) & (t <= c[-1])
         log_w_here = np.where(in_window, log_binom_pmf(t, n - 1, q, q_c), -np.inf)  # W(t)
-        em1 = math.expm1(eps)
-        up_coef = -pt * math.expm1(eps - mech.eps0)  # pt - e pb
-        down_coef = em1 * pt + mech.pt_minus_pb  # e pt - pb
-        g = up_coef / theta + down_coef / theta_c
-        # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
-        s = r * (n - t) * q / q_c if r > 0.0 else np.zeros_like(t)
-        extra = em1 * s
-        a_thr = (down_coef * t / theta_c + extra) / g
-        # Near the top the region's edge is carried as h = t - a_thr = (t (pt - e pb)/theta -
-        # (e - 1) s) / g instead: at large eps0 the edge is within 1e-18 t of t, which a_thr
-        # cannot resolve (a_thr rounds to t and the one outcome in the region, a = t, is lost).
-        high = up_coef * t / theta
-        h = (high - extra) / g
-        from_top = h < a_thr
-        # Each form's terms are accurate to COEF_RELERR and g too, so the edge is off by at most
-        # thr_err (absolute): 2 COEF_RELERR times the sum of the magnitudes over g.
-        thr_err = 2.0 * COEF_RELERR * np.where(from_top, (high + extra) / g, a_thr)
-        a_star = np.maximum(np.where(from_top, t + 1.0 - np.ceil(h), np.floor(a_thr) + 1.0), 0.0)
-
-        # a - a_thr = (a - base) + offset: (a - t) + h near the top, a - a_thr otherwise (a - base
-        # is an exact integer, so one rounding).
-        base = np.where(from_top, t, 0.0)
-        offset = np.where(from_top, h, -a_thr)
-
-        def edge_gap(aa: FloatArray, rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
-            """a - a_thr for outcomes aa (one row per t in ``rows``), from the accurate form."""
-            return (aa - base[rows][:, None]) + offset[rows][:, None]
-
-        slope = math.log(g)
-        log_coef_neg = math.log(em1 * r) if r > 0.0 and em1 > 0.0 else -np.inf
-
-        def tails(
-            m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
-        ) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
-            """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
-            + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
-            l1 = log_binom_sf(m - 1.0, tt - 1.0, theta, theta_c)
-            l2 = log_binom_sf(m, tt - 1.0, theta, theta_c)
-            l3 = log_binom_sf(m, tt, theta, theta_c)
-            pos_ = wp + math.log(up_coef) + l1
-            neg2 = wp + math.log(down_coef) + l2
-            neg3 = wh + log_coef_neg + l3
-            errs = [
-                pos_ + _coef_tail_error(l1),
-                neg2 + _coef_tail_error(l2),
-                neg3 + _coef_tail_error(l3),
-            ]
-            return pos_, np.logaddexp(neg2, neg3), errs
-
-        pos_t, neg_t, err_t = tails(a_star, t, log_w_prev, log_w_here)
-        # The outcome just below a* is in the region if the edge is off by its error; its term is
-        # then at most b_t(a) (W(t-1)/t) g thr_err. Counted as error (below for the core, here for
-        # the rest), and in choosing the core (the computed region may be empty).
-        a_prev = a_star - 1.0
-        gap_prev = edge_gap(a_prev[:, None], slice(None))[:, 0]
-        ok_prev = (a_prev >= 0.0) & (a_prev <= t) & (np.abs(gap_prev) <= thr_err)
-        prev_err = np.full_like(t, -np.inf)
-        prev_err[ok_prev] = (
-            log_w_prev[ok_prev]
-            - np.log(t[ok_prev])
-            + slope
-            + log_binom_pmf(a_prev[ok_prev], t[ok_prev], theta, theta_c)
-            + np.log(thr_err[ok_prev])
-        )
+        edge = _TwoCountEdge.at(coefs, t, n, q, q_c)
+        pos_t, neg_t, err_t = _two_count_tails(coefs, edge.a_star, t, log_w_prev, log_w_here)
+        # The outcome just below a* counts as error (below for the core, here for the rest), and
+        # in choosing the core (the computed region may be empty).
+        prev_err = _two_count_near_miss_error(coefs, edge, t, log_w_prev)
         core = _core(np.logaddexp(pos_t, prev_err))
-        tc, ac, wpc = t[core], a_star[core], log_w_prev[core]
-        a = ac[:, None] + np.arange(-1.0, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
-        t2 = np.broadcast_to(tc[:, None], a.shape)
-        inside = (a >= 0.0) & (a <= t2)
-        log_scale_ = np.where(
-            inside,
-            _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, theta, theta_c)
-            + wpc[:, None]
-            - np.log(t2)
-            + slope,
-            -np.inf,
+        direct, direct_err = _two_count_direct_terms(coefs, edge, core, t, log_w_prev)
+        rem_pos, rem_neg, rem_err = _two_count_tails(
+            coefs, edge.a_star[core] + DIRECT_TERMS, t[core], log_w_prev[core], log_w_here[core]
         )
-        gap = np.where(inside, edge_gap(a, core), 1.0)
-        direct_full = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)
-        direct = direct_full[:, 1:]
-        # Terms in the region carry the edge's error and the slope's (g and the rounding of the
-        # gap: COEF_RELERR relative); the outcome just below a* only if it is that close.
-        rounding = thr_err[core][:, None]
-        near = (gap > 0.0) | (np.abs(gap) <= rounding)
-        direct_err = np.where(
-            near,
-            log_scale_ + np.log(rounding + COEF_RELERR * np.maximum(gap, 0.0)),
-            -np.inf,
-        )
-        rem_pos, rem_neg, rem_err = tails(ac + DIRECT_TERMS, tc, wpc, log_w_here[core])
         pos = np.concatenate([direct.ravel(), rem_pos, pos_t[~core]])
         neg = np.concatenate([rem_neg, neg_t[~core]])
         err = [direct_err.ravel(), *rem_err, *(x[~core] for x in err_t), prev_err[~core]]
+        theta, theta_c = coefs.theta, coefs.theta_c
         w_err += log_weight_error(float(t[-1]), theta, theta_c)
         w_err += _run_error(float(t[-1]), theta, theta_c)
         # q, theta and their complements are computed probabilities (a few ulp).
         w_err += _param_log_error(n - 1) + _param_log_error(float(t[-1]))
         # W(t-1) and W(t) weigh different tails of the remainder, so their errors can pull apart.
         return _combine(pos, neg, err, w_err, log_dropped)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TwoCountCoefficients:
+    """The linear form of a two-count pair's terms at one eps.
+
+    Observed total t = A' + B'. Split: u added (others' total t - 1) or not (total t):
+    mass of (t, a) under P = W(t-1)[pt b_{t-1}(a-1) + pb b_{t-1}(a)] + r W(t) b_t(a), with
+    b_{t-1}(a-1) = b_t(a) a/(t theta) and b_{t-1}(a) = b_t(a) (t-a)/(t (1-theta)). So
+    P - e^eps Q is b_t(a) times a linear function of a, increasing (eps < eps0):
+      P - e Q = b_t(a) (W(t-1)/t) g (a - a_thr(t)),
+      g = (pt - e pb)/theta + (e pt - pb)/(1 - theta),
+      a_thr = ((e pt - pb) t/(1 - theta) + (e - 1) s) / g,  s = r (n - t) q / (1 - q)
+    (s = r W(t) t / W(t-1)); the loss is monotone in a and the region is a > a_thr.
+    No coefficient is a difference of nearly equal numbers (each is accurate to a few ulp,
+    COEF_RELERR); with pb / pt = e^-eps0 exactly:
+      pt - e pb = -pt expm1(eps - eps0) > 0 (eps - eps0 is exact when they are close),
+      e pt - pb = expm1(eps) pt + (pt - pb),  pt - pb = pt (1 - e^-eps0),  e - 1 = expm1(eps).
+    """
+
+    theta: float  # A | C = c ~ b_c = Bin(c, theta), theta = alpha / (alpha + beta)
+    theta_c: float  # 1 - theta
+    r: float  # 1 - pt - pb = (k - 2) pb, without cancellation
+    em1: float  # e - 1
+    up_coef: float  # pt - e pb
+    down_coef: float  # e pt - pb
+    g: float
+
+    @classmethod
+    def at(cls, pair: TwoCountPair, eps: float) -> _TwoCountCoefficients:
+        mech = pair.mechanism
+        pt, pb = mech.pt_precise, mech.pb_precise
+        theta = pair.alpha / (pair.alpha + pair.beta)
+        theta_c = pair.beta / (pair.alpha + pair.beta)
+        em1 = math.expm1(eps)
+        up_coef = -pt * math.expm1(eps - mech.eps0)
+        down_coef = em1 * pt + mech.pt_minus_pb
+        return cls(
+            theta=theta,
+            theta_c=theta_c,
+            r=(mech.k - 2) * pb,
+            em1=em1,
+            up_coef=up_coef,
+            down_coef=down_coef,
+            g=up_coef / theta + down_coef / theta_c,
+        )
+
+    @property
+    def log_slope(self) -> float:
+        """log g."""
+        return math.log(self.g)
+
+    @property
+    def log_coef_neg(self) -> float:
+        """log((e - 1) r), the coefficient of W(t) P[b_t >= m] (-inf where it is 0)."""
+        return math.log(self.em1 * self.r) if self.r > 0.0 and self.em1 > 0.0 else -np.inf
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class _TwoCountEdge:
+    """The region a >= a_star of each observed total t, and a - a_thr in its accurate form:
+    (a - base) + offset, with (a - t) + h near the top and a - a_thr otherwise (a - base is an
+    exact integer, so one rounding); the edge is off by at most thr_err (absolute)."""
+
+    a_star: FloatArray
+    thr_err: FloatArray
+    base: FloatArray
+    offset: FloatArray
+
+    @classmethod
+    def at(
+        cls, coefs: _TwoCountCoefficients, t: FloatArray, n: int, q: float, q_c: float
+    ) -> _TwoCountEdge:
+        # r = 0 for k = 2, where q may be 1 (every report lands in A or B): then s = 0.
+        s = coefs.r * (n - t) * q / q_c if coefs.r > 0.0 else np.zeros_like(t)
+        extra = coefs.em1 * s
+        a_thr = (coefs.down_coef * t / coefs.theta_c + extra) / coefs.g
+        # Near the top the region's edge is carried as h = t - a_thr = (t (pt - e pb)/theta -
+        # (e - 1) s) / g instead: at large eps0 the edge is within 1e-18 t of t, which a_thr
+        # cannot resolve (a_thr rounds to t and the one outcome in the region, a = t, is lost).
+        high = coefs.up_coef * t / coefs.theta
+        h = (high - extra) / coefs.g
+        from_top = h < a_thr
+        # Each form's terms are accurate to COEF_RELERR and g too, so the edge is off by at most
+        # thr_err (absolute): 2 COEF_RELERR times the sum of the magnitudes over g.
+        thr_err = 2.0 * COEF_RELERR * np.where(from_top, (high + extra) / coefs.g, a_thr)
+        a_star = np.maximum(np.where(from_top, t + 1.0 - np.ceil(h), np.floor(a_thr) + 1.0), 0.0)
+        base = np.where(from_top, t, 0.0)
+        offset = np.where(from_top, h, -a_thr)
+        return cls(a_star=a_star, thr_err=thr_err, base=base, offset=offset)
+
+    def gap(self, aa: FloatArray, rows: npt.NDArray[np.bool_] | slice) -> FloatArray:
+        """a - a_thr for outcomes aa (one row per t in ``rows``), from the accurate form."""
+        return (aa - self.base[rows][:, None]) + self.offset[rows][:, None]
+
+
+def _two_count_tails(
+    coefs: _TwoCountCoefficients, m: FloatArray, tt: FloatArray, wp: FloatArray, wh: FloatArray
+) -> tuple[FloatArray, FloatArray, list[FloatArray]]:
+    """Region a >= m through tails: W(t-1)[(pt - e pb) P[b_{t-1} >= m-1]
+    + (pb - e pt) P[b_{t-1} >= m]] + (1 - e) r W(t) P[b_t >= m]; (pos, neg, errors)."""
+    theta, theta_c = coefs.theta, coefs.theta_c
+    l1 = log_binom_sf(m - 1.0, tt - 1.0, theta, theta_c)
+    l2 = log_binom_sf(m, tt - 1.0, theta, theta_c)
+    l3 = log_binom_sf(m, tt, theta, theta_c)
+    pos_ = wp + math.log(coefs.up_coef) + l1
+    neg2 = wp + math.log(coefs.down_coef) + l2
+    neg3 = wh + coefs.log_coef_neg + l3
+    errs = [
+        pos_ + _coef_tail_error(l1),
+        neg2 + _coef_tail_error(l2),
+        neg3 + _coef_tail_error(l3),
+    ]
+    return pos_, np.logaddexp(neg2, neg3), errs
+
+
+def _two_count_near_miss_error(
+    coefs: _TwoCountCoefficients, edge: _TwoCountEdge, t: FloatArray, log_w_prev: FloatArray
+) -> FloatArray:
+    """log error bound for the outcome just below a* of each total t: it is in the region if the
+    edge is off by its error, and its term is then at most b_t(a) (W(t-1)/t) g thr_err."""
+    a_prev = edge.a_star - 1.0
+    gap_prev = edge.gap(a_prev[:, None], slice(None))[:, 0]
+    ok_prev = (a_prev >= 0.0) & (a_prev <= t) & (np.abs(gap_prev) <= edge.thr_err)
+    prev_err = np.full_like(t, -np.inf)
+    prev_err[ok_prev] = (
+        log_w_prev[ok_prev]
+        - np.log(t[ok_prev])
+        + coefs.log_slope
+        + log_binom_pmf(a_prev[ok_prev], t[ok_prev], coefs.theta, coefs.theta_c)
+        + np.log(edge.thr_err[ok_prev])
+    )
+    return prev_err
+
+
+def _two_count_direct_terms(
+    coefs: _TwoCountCoefficients,
+    edge: _TwoCountEdge,
+    core: npt.NDArray[np.bool_],
+    t: FloatArray,
+    log_w_prev: FloatArray,
+) -> tuple[FloatArray, FloatArray]:
+    """(log terms, log error bounds) of the outcomes a* .. a* + DIRECT_TERMS - 1 of the core
+    totals, one by one; the error bounds also cover a* - 1 (column 0)."""
+    tc, ac, wpc = t[core], edge.a_star[core], log_w_prev[core]
+    a = ac[:, None] + np.arange(-1.0, DIRECT_TERMS)[None, :]  # column 0: a* - 1 (error only)
+    t2 = np.broadcast_to(tc[:, None], a.shape)
+    inside = (a >= 0.0) & (a <= t2)
+    log_scale_ = np.where(
+        inside,
+        _log_pmf_run(ac - 1.0, tc, DIRECT_TERMS + 1, coefs.theta, coefs.theta_c)
+        + wpc[:, None]
+        - np.log(t2)
+        + coefs.log_slope,
+        -np.inf,
+    )
+    gap = np.where(inside, edge.gap(a, core), 1.0)
+    direct_full = np.where(inside & (gap > 0.0), log_scale_ + np.log(np.abs(gap)), -np.inf)
+    direct = direct_full[:, 1:]
+    # Terms in the region carry the edge's error and the slope's (g and the rounding of the
+    # gap: COEF_RELERR relative); the outcome just below a* only if it is that close.
+    rounding = edge.thr_err[core][:, None]
+    near = (gap > 0.0) | (np.abs(gap) <= rounding)
+    direct_err = np.where(
+        near,
+        log_scale_ + np.log(rounding + COEF_RELERR * np.maximum(gap, 0.0)),
+        -np.inf,
+    )
+    return direct, direct_err
 
 
 # ---------------------------------------------------------------------------------------------
@@ -625,7 +773,7 @@ def _single_bin_direction(
     coef_other: float,
     main_relerr: float,
     direct_s: npt.NDArray[np.int64],
-    log_tail: object,
+    log_tail: Callable[[int], tuple[float, float]],
     remainder_from: int,
     *,
     upper: bool,
@@ -637,63 +785,10 @@ def _single_bin_direction(
     coef_main B(s) + coef_other B(s-1), remainder s <= remainder_from through lower tails.
     coef_main is accurate to main_relerr relative, coef_other to COEF_RELERR.
     """
-    assert callable(log_tail)
-    span = np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1) if direct_s.size else np.arange(0)
-    log_b = (
-        dict(zip(span.tolist(), law.log_pmf_many(span).tolist(), strict=True)) if span.size else {}
+    pmfs = _DirectLogPmfs.of(law, direct_s)
+    terms, errs = _single_bin_direct_terms(
+        law, pmfs, coef_main, coef_other, main_relerr, direct_s, upper=upper
     )
-    # Error model: each log B value has absolute error at most abs_err (its weights' gammaln
-    # errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
-    # off by at most diff_err (the four gammaln values that differ, and two roundings). A term
-    # m B(s') + o B(s'') = m B(s')(1 + d1) + o B(s'')(1 + d2) is then off by at most
-    # |d1| term + |o| B(s'') |d2 - d1|.
-    ulp = 2.3e-16
-    diff_base = 8.0 * GAMMALN_RELERR * float(gammaln(law.n_max + 2.0))
-    chain = 0.0
-    if law.n_out == 0 and len(log_b) > 1:
-        # B is a single binomial: walk from the first value by the exact ratio
-        # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
-        keys = sorted(log_b)
-        n_in, q_in = law.n_in, law.q_in
-        log_odds = math.log(q_in) - math.log(law.qc_in)
-        for prev, cur in itertools.pairwise(keys):
-            if log_b[prev] > -math.inf and 1 <= cur <= n_in:
-                log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
-        diff_base = 0.0
-        chain = len(keys) * 4.0 * ulp  # the walk accumulates rounding (relative to |log B|)
-    log_main_relerr = math.log(main_relerr)
-    terms, errs = [], []
-    for s in direct_s:
-        main = log_b[int(s) - 1] if upper else log_b[int(s)]
-        other = log_b[int(s)] if upper else log_b[int(s) - 1]
-        lm = math.log(coef_main) + main
-        lo_ = math.log(-coef_other) + other
-        if lm == -math.inf:
-            continue
-        abs_err = law.log_weight_error + (2.0 * ulp + chain) * abs(main)
-        diff_err = diff_base + 4.0 * ulp * (abs(main) + abs(other))
-        if lo_ >= lm:
-            # Computed as <= 0 (not a term); the true term is at most max(0, computed + error).
-            # Relative to |o| B(s''): computed = r - 1 with r = e^(lm - lo_) <= 1.
-            r = math.exp(lm - lo_)
-            slack = (r - 1.0) * (1.0 - abs_err) + diff_err + main_relerr * r + COEF_RELERR
-            if slack > 0.0:
-                errs.append(lo_ + math.log(slack))
-            continue
-        # term = e^lm (1 - rho), rho = e^(lo_ - lm) < 1; its error relative to e^lm: the B values'
-        # (abs_err on the term, diff_err on the cancelled part) and the coefficients' own errors
-        # (main_relerr of the positive part, COEF_RELERR of the negative one).
-        if lo_ == -math.inf:  # nothing cancels (and diff_err is inf)
-            terms.append(lm)
-            errs.append(lm + math.log(abs_err + main_relerr))
-            continue
-        gap = lm - lo_
-        rho = math.exp(-gap)
-        term = lm + (math.log1p(-rho) if gap > _LN2 else math.log(-math.expm1(-gap)))
-        terms.append(term)
-        errs.append(
-            lm + math.log((1.0 - rho) * abs_err + rho * (diff_err + COEF_RELERR) + main_relerr)
-        )
     if upper:
         (l_main, e_main), (l_other, e_other) = (
             log_tail(remainder_from - 1),
@@ -712,7 +807,7 @@ def _single_bin_direction(
             math.log(coef_main) + e_main,
             math.log(-coef_other) + e_other,
             # the coefficients' own errors on the two remainder tails
-            math.log(coef_main) + l_main + log_main_relerr,
+            math.log(coef_main) + l_main + math.log(main_relerr),
             math.log(-coef_other) + l_other + _LOG_COEF_RELERR,
         ]
     )
@@ -720,6 +815,108 @@ def _single_bin_direction(
     # dropped mass; (1 + e^eps) times it per term (<= n_max + 2 terms) covers the divergence.
     extra = _cut_error(law, coef_main - coef_other)
     return _combine(pos, neg, [err, np.asarray([extra])], 0.0, -math.inf)
+
+
+#: Bound on the unit roundoff used by the single-bin error model (2^-52 = 2.22e-16, rounded up).
+_ULP = 2.3e-16
+
+
+@dataclass(frozen=True, slots=True)
+class _DirectLogPmfs:
+    """log B at the outcomes of a direction's direct terms (and the one before), with the error
+    model of those values.
+
+    Error model: each log B value has absolute error at most abs_err (its weights' gammaln
+    errors plus logsumexp rounding). Two neighbouring values share most of it: their ratio is
+    off by at most diff_err (the four gammaln values that differ, and two roundings). A term
+    m B(s') + o B(s'') = m B(s')(1 + d1) + o B(s'')(1 + d2) is then off by at most
+    |d1| term + |o| B(s'') |d2 - d1|.
+    """
+
+    values: dict[int, float]
+    diff_base: float  # the gammaln part of diff_err
+    chain: float  # rounding accumulated by a walk, relative to |log B| (0 without a walk)
+
+    @classmethod
+    def of(cls, law: _TwoBinomialSum, direct_s: npt.NDArray[np.int64]) -> _DirectLogPmfs:
+        span = (
+            np.arange(int(direct_s[0]) - 1, int(direct_s[-1]) + 1)
+            if direct_s.size
+            else np.arange(0)
+        )
+        log_b = (
+            dict(zip(span.tolist(), law.log_pmf_many(span).tolist(), strict=True))
+            if span.size
+            else {}
+        )
+        diff_base = 8.0 * GAMMALN_RELERR * float(gammaln(law.n_max + 2.0))
+        chain = 0.0
+        if law.n_out == 0 and len(log_b) > 1:
+            # B is a single binomial: walk from the first value by the exact ratio
+            # B(s)/B(s-1) = (N - s + 1) q / (s (1 - q)), so neighbours differ only by rounding.
+            keys = sorted(log_b)
+            n_in, q_in = law.n_in, law.q_in
+            log_odds = math.log(q_in) - math.log(law.qc_in)
+            for prev, cur in itertools.pairwise(keys):
+                if log_b[prev] > -math.inf and 1 <= cur <= n_in:
+                    log_b[cur] = log_b[prev] + math.log((n_in - cur + 1) / cur) + log_odds
+            diff_base = 0.0
+            chain = len(keys) * 4.0 * _ULP  # the walk accumulates rounding (relative to |log B|)
+        return cls(log_b, diff_base, chain)
+
+
+def _single_bin_direct_terms(
+    law: _TwoBinomialSum,
+    pmfs: _DirectLogPmfs,
+    coef_main: float,
+    coef_other: float,
+    main_relerr: float,
+    direct_s: npt.NDArray[np.int64],
+    *,
+    upper: bool,
+) -> tuple[list[float], list[float]]:
+    """(log terms, log error bounds) of the direct terms coef_main B(s') + coef_other B(s''),
+    s' = s - 1 and s'' = s for upper=True, the other way round otherwise."""
+    terms: list[float] = []
+    errs: list[float] = []
+    for s in direct_s:
+        main = pmfs.values[int(s) - 1] if upper else pmfs.values[int(s)]
+        other = pmfs.values[int(s)] if upper else pmfs.values[int(s) - 1]
+        lm = math.log(coef_main) + main
+        lo_ = math.log(-coef_other) + other
+        if lm == -math.inf:
+            continue
+        abs_err = law.log_weight_error + (2.0 * _ULP + pmfs.chain) * abs(main)
+        diff_err = pmfs.diff_base + 4.0 * _ULP * (abs(main) + abs(other))
+        term, err = _single_bin_term(lm, lo_, abs_err, diff_err, main_relerr)
+        if term is not None:
+            terms.append(term)
+        if err is not None:
+            errs.append(err)
+    return terms, errs
+
+
+def _single_bin_term(
+    lm: float, lo_: float, abs_err: float, diff_err: float, main_relerr: float
+) -> tuple[float | None, float | None]:
+    """(log term, log error bound) of e^lm - e^lo_, a direct term's positive and negative parts;
+    either is None when there is none (no term when the computed value is <= 0)."""
+    if lo_ >= lm:
+        # Computed as <= 0 (not a term); the true term is at most max(0, computed + error).
+        # Relative to |o| B(s''): computed = r - 1 with r = e^(lm - lo_) <= 1.
+        r = math.exp(lm - lo_)
+        slack = (r - 1.0) * (1.0 - abs_err) + diff_err + main_relerr * r + COEF_RELERR
+        return None, (lo_ + math.log(slack) if slack > 0.0 else None)
+    # term = e^lm (1 - rho), rho = e^(lo_ - lm) < 1; its error relative to e^lm: the B values'
+    # (abs_err on the term, diff_err on the cancelled part) and the coefficients' own errors
+    # (main_relerr of the positive part, COEF_RELERR of the negative one).
+    if lo_ == -math.inf:  # nothing cancels (and diff_err is inf)
+        return lm, lm + math.log(abs_err + main_relerr)
+    gap = lm - lo_
+    rho = math.exp(-gap)
+    term = lm + (math.log1p(-rho) if gap > _LN2 else math.log(-math.expm1(-gap)))
+    err = lm + math.log((1.0 - rho) * abs_err + rho * (diff_err + COEF_RELERR) + main_relerr)
+    return term, err
 
 
 def _cut_error(law: _TwoBinomialSum, coef_span: float) -> float:
