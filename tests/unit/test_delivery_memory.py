@@ -50,6 +50,15 @@ from tests.unit.test_services_memory import (
     values_for,
 )
 
+
+@pytest.fixture(autouse=True)
+def short_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages past their deadline wait DRAIN_QUIET seconds without input before closing; 0.2 s
+    instead of 1 s keeps these whole rounds fast (what is tested does not depend on its length;
+    tests/unit/protocol/test_stage.py tests the drain itself)."""
+    monkeypatch.setattr("shuffledp.protocol.stage.DRAIN_QUIET", 0.2)
+
+
 MASTER = bytes(range(1, 33))
 PER_PROCESS = 150
 PROCESSES = 2

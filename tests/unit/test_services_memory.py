@@ -49,6 +49,15 @@ from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
 
+
+@pytest.fixture(autouse=True)
+def short_drain(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Stages past their deadline wait DRAIN_QUIET seconds without input before closing; 0.2 s
+    instead of 1 s keeps these whole rounds fast (what is tested does not depend on its length;
+    tests/unit/protocol/test_stage.py tests the drain itself)."""
+    monkeypatch.setattr("shuffledp.protocol.stage.DRAIN_QUIET", 0.2)
+
+
 PREFIX = "test/sdp"
 K = 5
 EPS0 = 2.0
