@@ -196,7 +196,7 @@ def dominated(bound: Bound, blanket: Bracket | None) -> bool:
     such analyses, so their true values are at least optimal-blanket's: each could lower the
     minimum only by less than optimal-blanket's own bracket width, at most DOMINATED_WIDTH
     (relative). Skipping a valid upper bound can never make the guarantee invalid, only looser;
-    tests/unit/accountant/test_tight_dominance.py checks the ordering on a grid. They take
+    tests/reference/test_tight_dominance.py checks the ordering on a grid. They take
     50-100 ms each at n = 1e6 and seconds at 1e8, against a few ms for optimal-blanket.
     """
     return blanket is not None and isinstance(bound, CloneFormBound) and narrow(blanket)
