@@ -23,7 +23,6 @@ import numpy.typing as npt
 import pytest
 
 from shuffledp.analyzer.records import PublishedReport
-from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.protocol.client_auth import (
     ClientRoster,
@@ -34,18 +33,16 @@ from shuffledp.protocol.client_auth import (
 from shuffledp.protocol.topics import claim_topic, ingress_topic
 from shuffledp.protocol.transport import LossyMemoryBroker, MemoryBroker
 from shuffledp.randomness import SeededRandom
-from shuffledp.shuffler.service import HopSettings, run_hop
 from tests.unit.test_services_memory import (
     ANALYZER,
     EPS0,
     HOP_PUBLIC,
-    HOPS,
     LONG,
     PREFIX,
-    H,
     K,
     expected_histogram,
     nonzero,
+    pipeline,
     start_in_order,
     values_for,
 )
@@ -74,39 +71,14 @@ def authenticated_round(
     accept_loss: bool = False,
 ) -> dict[str, Coroutine[Any, Any, Any]]:
     """The hops (hop 0 checking client authenticators) and the analyzer of a round of N."""
-    stages: dict[str, Coroutine[Any, Any, Any]] = {}
-    for index in range(H):
-        settings = HopSettings(
-            prefix=PREFIX,
-            round_id=round_id,
-            hop_index=index,
-            n_hops=H,
-            expected_size=N,
-            min_batch=1,
-            deadline=hop0_deadline if index == 0 else LONG,
-            ready_timeout=LONG,
-            accept_loss=accept_loss,
-        )
-        verifier = ClientVerifier(master_key=MASTER, roster=ROSTER, round_id=round_id)
-        stages[f"hop-{index}"] = run_hop(
-            broker.connect(),
-            settings,
-            HOPS[index].private,
-            rng=SeededRandom(100 + index),
-            verifier=verifier if index == 0 else None,
-        )
-    analyzer = AnalyzerSettings(
-        prefix=PREFIX,
+    return pipeline(
+        broker,
         round_id=round_id,
-        k=K,
-        eps0=EPS0,
-        n_hops=H,
-        n_expected=N,
-        deadline=LONG,
+        expected_size=N,
+        hop0_deadline=hop0_deadline,
         accept_loss=accept_loss,
+        hop0_verifier=ClientVerifier(master_key=MASTER, roster=ROSTER, round_id=round_id),
     )
-    stages["analyzer"] = run_analyzer(broker.connect(), analyzer, ANALYZER.private)
-    return stages
 
 
 def client_process(

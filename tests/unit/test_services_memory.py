@@ -37,6 +37,7 @@ from shuffledp.clients.krr import krr_randomize
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol import REJECTION_REASONS, generate_keypair, message_length
+from shuffledp.protocol.client_auth import ClientVerifier
 from shuffledp.protocol.runtime import NotReadyError, decode_json, publish_state
 from shuffledp.protocol.topics import (
     analyzer_topic,
@@ -159,9 +160,11 @@ def pipeline(
     hop0_deadline: float = LONG,
     hop_seed: int = 100,
     accept_loss: bool = False,
+    hop0_verifier: ClientVerifier | None = None,
 ) -> dict[str, Coroutine[Any, Any, Any]]:
     """The H hops and the analyzer of a round, each on its own connection (``accept_loss``:
-    every stage publishes a smaller round knowingly)."""
+    every stage publishes a smaller round knowingly; ``hop0_verifier``: hop 0 checks client
+    authenticators)."""
     stages: dict[str, Coroutine[Any, Any, Any]] = {}
     for index in range(H):
         settings = hop_settings(
@@ -173,7 +176,11 @@ def pipeline(
             accept_loss=accept_loss,
         )
         stages[f"hop-{index}"] = run_hop(
-            broker.connect(), settings, HOPS[index].private, rng=SeededRandom(hop_seed + index)
+            broker.connect(),
+            settings,
+            HOPS[index].private,
+            rng=SeededRandom(hop_seed + index),
+            verifier=hop0_verifier if index == 0 else None,
         )
     analyzer = AnalyzerSettings(
         prefix=PREFIX,
