@@ -938,7 +938,7 @@ def run_region(context: ExperimentContext, setup: RegionExperiment) -> Experimen
     files.append(_write_csv(out / f"{name}-individual-utility.csv", UTILITY_COLUMNS, utility_rows))
     map_outcomes = {o.setting: o for o in at_largest if o.maps is not None}
     files.append(_write_heatmap_data(out / f"{name}-heatmap-data.csv", region, map_outcomes))
-    files += [_heat_map(out, setup, region, o) for o in map_outcomes.values()]
+    files += [f for o in map_outcomes.values() for f in _heat_map(out, setup, region, o)]
     files += [_tv_vs_n_figure(out, setup, setting, n_outcomes, ns) for setting in SETTINGS]
     files.append(_tv_vs_eps_figure(out, setup, eps_outcomes, eps_grid, n_eps))
     summary = _summary(
@@ -1053,7 +1053,9 @@ def _write_heatmap_data(path: Path, region: Region, maps: Mapping[str, Outcome])
     return _write_csv(path, columns, rows)
 
 
-def _heat_map(out: Path, setup: RegionExperiment, region: Region, outcome: Outcome) -> Path:
+def _heat_map(
+    out: Path, setup: RegionExperiment, region: Region, outcome: Outcome
+) -> tuple[Path, Path]:
     from shuffledp.simulations.experiments.plots import heat_maps
 
     assert outcome.maps is not None

@@ -1,14 +1,22 @@
-"""Figures shared by the experiments: line plots with error bands, grouped box plots, heat maps.
+"""Figures shared by the experiments: measurements over runs, curves, heat maps.
 
-matplotlib is imported inside each function with the non-interactive Agg backend (no display
-needed; ``shuffledp`` commands that do not plot never pay for the import). Each function writes
-one PNG and returns its path. Colours follow one fixed order per series label, so the same
-estimator has the same colour in every figure of a run.
+* :func:`runs_plot`: one value per run at each x (e.g. the TV distance of every run at each n),
+  drawn as the individual points when there are fewer than :data:`BOX_MIN_RUNS` runs (a box of
+  three values misleads) and as box plots from there on; medians joined by a thin line; log x
+  for n; optionally a strip below with the eps each mechanism ran at (so a Gaussian whose eps
+  changes with n shows it).
+* :func:`curve_plot`: lines such as delta(eps), log y; values that a log axis cannot show (0,
+  negative) are counted in the panel, never silently dropped.
+* :func:`heat_maps`: a region's grid, one panel per release, one colour scale.
+
+Styles (colour-blind safe colours fixed per mechanism, at most six series per panel, PNG + SVG)
+come from :mod:`.figure_style`. Each function returns the files it wrote.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -16,8 +24,14 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.experiments.figure_style import (
+    check_legend_size,
+    pyplot,
+    save_figure,
+    series_style,
+)
 
-__all__ = ["box_plot", "heat_maps", "line_plot"]
+__all__ = ["CurvePanel", "RunsPanel", "box_plot", "curve_plot", "heat_maps", "runs_plot"]
 
 #: Resolution of every PNG (dots per inch).
 DPI = 120
@@ -36,42 +50,6 @@ def _colours(count: int) -> list[Any]:
     plt = _pyplot()
     cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
     return [cycle[i % len(cycle)] for i in range(count)]
-
-
-def line_plot(
-    path: Path,
-    x: Sequence[float],
-    series: Mapping[str, tuple[Sequence[float], Sequence[float], Sequence[float]]],
-    *,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    logx: bool = False,
-    logy: bool = False,
-) -> Path:
-    """One line per series with a shaded band: ``series[label] = (centre, low, high)`` at each
-    x (e.g. median and the 10th / 90th percentiles over runs; say which in the caption)."""
-    plt = _pyplot()
-    xs = np.asarray(x, dtype=np.float64)
-    fig, ax = plt.subplots(figsize=(7.0, 4.5))
-    try:
-        for colour, (label, (centre, low, high)) in zip(
-            _colours(len(series)), series.items(), strict=True
-        ):
-            for name, values in (("centre", centre), ("low", low), ("high", high)):
-                if len(values) != xs.size:
-                    raise InvalidParameterError(
-                        f"series {label!r} {name} must have {xs.size} points, got {len(values)}"
-                    )
-            ax.plot(xs, centre, marker="o", color=colour, label=label)
-            ax.fill_between(xs, low, high, color=colour, alpha=0.2, linewidth=0)
-        ax.legend(fontsize="small")
-        _finish(ax, xlabel=xlabel, ylabel=ylabel, title=title, logx=logx, logy=logy)
-        fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
-    finally:
-        plt.close(fig)
-    return path
 
 
 def box_plot(
@@ -138,15 +116,16 @@ def heat_maps(
     colorbar_label: str = "share of check-ins",
     extent: tuple[float, float, float, float] | None = None,
     shared_scale: bool = True,
-) -> Path:
+) -> tuple[Path, Path]:
     """Heat maps of a region grid side by side, one panel per ``(caption, values)``.
 
     ``values``: one number per cell in the regions' numbering (``cell = row * columns +
     column``, row 0 the southernmost band, column 0 the westernmost; see
     :mod:`shuffledp.simulations.data.regions`), reshaped to (rows, columns) and drawn with
     ``origin="lower"``, so north is up and east is right. ``extent`` = (lon_min, lon_max,
-    lat_min, lat_max) labels the axes in degrees. ``shared_scale``: one colour scale for all
-    panels (so equal colours mean equal values across panels).
+    lat_min, lat_max) labels the axes in degrees (at most four ticks each, so they never
+    overlap). ``shared_scale``: one colour scale for all panels (so equal colours mean equal
+    values across panels). Writes PNG and SVG next to ``path``; returns both.
     """
     plt = _pyplot()
     if not panels:
@@ -194,6 +173,7 @@ def heat_maps(
             )
             ax.set_title(caption, fontsize="medium")
             if extent is not None:
+                _degree_ticks(ax)
                 ax.set_xlabel("longitude")
                 if ax is axes[0][0]:  # one y label: the panels share the latitude axis
                     ax.set_ylabel("latitude")
@@ -204,10 +184,18 @@ def heat_maps(
         if shared_scale and image is not None:
             fig.colorbar(image, ax=list(axes[0]), label=colorbar_label)
         fig.suptitle(title)
-        fig.savefig(path, dpi=DPI)
-    finally:
+    except BaseException:
         plt.close(fig)
-    return path
+        raise
+    return save_figure(fig, path)
+
+
+def _degree_ticks(ax: Any) -> None:
+    from matplotlib.ticker import FormatStrFormatter, MaxNLocator
+
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_locator(MaxNLocator(nbins=4))
+        axis.set_major_formatter(FormatStrFormatter("%.2f"))
 
 
 def _finish(ax: Any, *, xlabel: str, ylabel: str, title: str, logx: bool, logy: bool) -> None:
@@ -219,3 +207,262 @@ def _finish(ax: Any, *, xlabel: str, ylabel: str, title: str, logx: bool, logy: 
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize="medium")
     ax.grid(True, which="both", alpha=0.3)
+
+
+# --- runs and curves (the evaluation's style) ------------------------------------------------
+
+#: From this many runs per point on, runs are drawn as box plots; below it, as points.
+BOX_MIN_RUNS = 10
+
+
+@dataclass(frozen=True, slots=True)
+class RunsPanel:
+    """One panel of :func:`runs_plot`. ``values[series][i]``: the runs' values at ``x[i]``
+    (an empty sequence: nothing measured there). ``eps[series][i]``: the eps that series ran
+    at, at ``x[i]`` (drawn in a strip below; None: no strip)."""
+
+    title: str
+    x: tuple[float, ...]
+    values: Mapping[str, Sequence[Sequence[float]]]
+    eps: Mapping[str, Sequence[float]] | None = None
+
+    def __post_init__(self) -> None:
+        check_legend_size(len(self.values), self.title)
+        for label, per_x in self.values.items():
+            if len(per_x) != len(self.x):
+                raise InvalidParameterError(
+                    f"series {label!r} of panel {self.title!r} must have {len(self.x)} points, "
+                    f"got {len(per_x)}"
+                )
+        for label, per_x_eps in (self.eps or {}).items():
+            if len(per_x_eps) != len(self.x):
+                raise InvalidParameterError(
+                    f"eps of series {label!r} of panel {self.title!r} must have {len(self.x)} "
+                    f"points, got {len(per_x_eps)}"
+                )
+
+    @property
+    def most_runs(self) -> int:
+        """The largest number of runs at any point of any series."""
+        return max((len(runs) for per_x in self.values.values() for runs in per_x), default=0)
+
+
+@dataclass(frozen=True, slots=True)
+class CurvePanel:
+    """One panel of :func:`curve_plot`: ``series[label] = (x values, y values)``."""
+
+    title: str
+    series: Mapping[str, tuple[Sequence[float], Sequence[float]]]
+
+    def __post_init__(self) -> None:
+        check_legend_size(len(self.series), self.title)
+        for label, (xs, ys) in self.series.items():
+            if len(xs) != len(ys):
+                raise InvalidParameterError(
+                    f"series {label!r} of panel {self.title!r} has {len(xs)} x values and "
+                    f"{len(ys)} y values"
+                )
+
+
+def _offsets(x: Sequence[float], count: int, logx: bool) -> tuple[list[float], float]:
+    """Where each of ``count`` series sits around each x (as a factor for a log axis, a shift
+    otherwise), and the width of one series' slot, in the same unit."""
+    coords = np.log10(np.asarray(x, dtype=np.float64)) if logx else np.asarray(x, np.float64)
+    gaps = np.diff(np.sort(coords))
+    gap = float(gaps.min()) if gaps.size and gaps.min() > 0 else (0.3 if logx else 1.0)
+    slot = 0.7 * gap / count
+    return [(index - (count - 1) / 2) * slot for index in range(count)], slot
+
+
+def _place(x: float, offset: float, logx: bool) -> float:
+    return float(x * 10.0**offset) if logx else x + offset
+
+
+def _draw_runs(ax: Any, panel: RunsPanel, *, logx: bool) -> int:
+    """Draw every series of ``panel`` on ``ax``; return how many run values were drawn."""
+    offsets, slot = _offsets(panel.x, len(panel.values), logx)
+    boxes = panel.most_runs >= BOX_MIN_RUNS
+    drawn = 0
+    for index, (label, per_x) in enumerate(panel.values.items()):
+        style = series_style(label, index)
+        positions = [_place(x, offsets[index], logx) for x in panel.x]
+        medians = [float(np.median(runs)) if len(runs) else np.nan for runs in per_x]
+        ax.plot(positions, medians, color=style.colour, linestyle=style.linestyle, lw=0.8)
+        for position, runs in zip(positions, per_x, strict=True):
+            values = np.asarray(runs, dtype=np.float64)
+            if not values.size:
+                continue
+            drawn += int(values.size)
+            if boxes:
+                width = position * (10.0**slot - 1.0) if logx else slot
+                _box(ax, position, values, width * 0.85, style.colour)
+            else:
+                ax.plot(
+                    np.full(values.size, position), values, linestyle="none",
+                    marker=style.marker, color=style.colour, alpha=0.75, markersize=4,
+                )  # fmt: skip
+        ax.plot([], [], color=style.colour, marker=style.marker, linestyle=style.linestyle,
+                label=label)  # fmt: skip
+    return drawn
+
+
+def _box(
+    ax: Any, position: float, values: npt.NDArray[np.float64], width: float, colour: str
+) -> None:
+    parts = ax.boxplot(
+        [values], positions=[position], widths=[width], patch_artist=True,
+        manage_ticks=False, medianprops={"color": "black"},
+        flierprops={"markersize": 3, "markeredgecolor": colour},
+    )  # fmt: skip
+    for patch in parts["boxes"]:
+        patch.set_facecolor(colour)
+        patch.set_alpha(0.55)
+
+
+def _format_x(ax: Any, x: Sequence[float], logx: bool) -> None:
+    from matplotlib.ticker import FuncFormatter, LogLocator, NullFormatter
+
+    if not logx:
+        ax.set_xticks(list(x))
+        ax.set_xticklabels([f"{value:g}" for value in x])
+        return
+    ax.set_xscale("log")
+    ax.xaxis.set_major_locator(LogLocator(base=10.0, subs=(1.0, 2.0, 5.0)))
+    ax.xaxis.set_major_formatter(FuncFormatter(_count_label))
+    ax.xaxis.set_minor_formatter(NullFormatter())
+
+
+def _count_label(value: float, _position: object) -> str:
+    """Tick text for a count such as n: 1,000 and 20k up to 1e5, then 1e6, 2e6 ..."""
+    if value >= 1e6 or value < 1:
+        return f"{value:.0e}".replace("e+0", "e").replace("e-0", "e-")
+    if value >= 1e4:
+        return f"{value / 1e3:.0f}k"
+    return f"{value:,.0f}"
+
+
+def _draw_eps(ax: Any, panel: RunsPanel) -> None:
+    """The strip below a panel: the eps each series ran at, per x."""
+    assert panel.eps is not None
+    for index, (label, per_x) in enumerate(panel.eps.items()):
+        style = series_style(label, index)
+        ax.plot(
+            list(panel.x), list(per_x), color=style.colour, marker=style.marker,
+            linestyle=style.linestyle, markersize=3, lw=1.0,
+        )  # fmt: skip
+    finite = [v for per_x in panel.eps.values() for v in per_x if np.isfinite(v) and v > 0]
+    from matplotlib.ticker import FormatStrFormatter, NullFormatter
+
+    if finite and max(finite) / min(finite) > 10:
+        ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(FormatStrFormatter("%g"))
+    ax.yaxis.set_minor_formatter(NullFormatter())
+    ax.set_ylabel("eps", fontsize="small")
+    ax.grid(True, which="major", alpha=0.3)
+
+
+def runs_plot(
+    path: Path,
+    panels: Sequence[RunsPanel],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = True,
+    logy: bool = True,
+) -> tuple[Path, Path]:
+    """Panels side by side (e.g. (a) eps = 4, (b) eps = 6), one value per run at each x: points
+    below :data:`BOX_MIN_RUNS` runs, boxes (quartiles, whiskers at 1.5 IQR) from there; a thin
+    line joins the medians. Panels with ``eps`` get a strip below showing each series' eps.
+    Writes PNG and SVG next to ``path``; returns both."""
+    if not panels:
+        raise InvalidParameterError("runs_plot needs at least one panel")
+    plt = pyplot()
+    strip = any(panel.eps for panel in panels)
+    fig, axes = plt.subplots(
+        2 if strip else 1, len(panels), squeeze=False, sharex="col",
+        figsize=(5.2 * len(panels) + 0.6, 5.4 if strip else 4.2),
+        gridspec_kw={"height_ratios": [3, 1]} if strip else None, layout="constrained",
+    )  # fmt: skip
+    try:
+        for column, panel in enumerate(panels):
+            ax = axes[0][column]
+            _draw_runs(ax, panel, logx=logx)
+            if logy:
+                ax.set_yscale("log")
+            ax.set_title(panel.title, fontsize="medium")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.set_ylabel(ylabel if column == 0 else "")
+            if strip and panel.eps:
+                _draw_eps(axes[1][column], panel)
+            elif strip:
+                axes[1][column].set_visible(False)
+            bottom = axes[1][column] if strip and panel.eps else ax
+            _format_x(bottom, panel.x, logx)
+            bottom.set_xlabel(xlabel)
+        axes[0][0].legend(fontsize="small")
+        fig.suptitle(title, fontsize="medium")
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, path)
+
+
+def curve_plot(
+    path: Path,
+    panels: Sequence[CurvePanel],
+    *,
+    xlabel: str,
+    ylabel: str,
+    title: str,
+    logx: bool = False,
+    logy: bool = True,
+) -> tuple[Path, Path]:
+    """Lines with markers, panels side by side, log y by default. A value a log axis cannot
+    show (<= 0, NaN) is not drawn, and the panel says how many there were (``n not drawn``)
+    instead of dropping them silently. Writes PNG and SVG; returns both."""
+    if not panels:
+        raise InvalidParameterError("curve_plot needs at least one panel")
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(panels), squeeze=False, figsize=(5.2 * len(panels) + 0.6, 4.2),
+        layout="constrained",
+    )  # fmt: skip
+    try:
+        for column, panel in enumerate(panels):
+            ax = axes[0][column]
+            hidden = _draw_curves(ax, panel, logy=logy)
+            if hidden:
+                ax.text(
+                    0.02, 0.02, f"{hidden} value(s) <= 0 not drawn (log axis)",
+                    transform=ax.transAxes, fontsize="x-small",
+                )  # fmt: skip
+            if logx:
+                ax.set_xscale("log")
+            if logy:
+                ax.set_yscale("log")
+            ax.set_title(panel.title, fontsize="medium")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel(ylabel if column == 0 else "")
+            ax.grid(True, which="major", alpha=0.3)
+            ax.legend(fontsize="small")
+        fig.suptitle(title, fontsize="medium")
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, path)
+
+
+def _draw_curves(ax: Any, panel: CurvePanel, *, logy: bool) -> int:
+    """Draw ``panel``'s lines; return how many points could not be drawn on a log y axis."""
+    hidden = 0
+    for index, (label, (xs, ys)) in enumerate(panel.series.items()):
+        style = series_style(label, index)
+        y = np.asarray(ys, dtype=np.float64)
+        bad = ~np.isfinite(y) | (y <= 0) if logy else ~np.isfinite(y)
+        hidden += int(bad.sum())
+        ax.plot(
+            np.asarray(xs, dtype=np.float64), np.where(bad, np.nan, y), color=style.colour,
+            marker=style.marker, linestyle=style.linestyle, markersize=4, label=label,
+        )  # fmt: skip
+    return hidden

@@ -19,7 +19,15 @@ from shuffledp.simulations.experiments.base import (
     ExperimentError,
     ExperimentOutput,
 )
-from shuffledp.simulations.experiments.plots import box_plot, heat_maps, line_plot
+from shuffledp.simulations.experiments.plots import (
+    BOX_MIN_RUNS,
+    CurvePanel,
+    RunsPanel,
+    box_plot,
+    curve_plot,
+    heat_maps,
+    runs_plot,
+)
 from shuffledp.simulations.experiments.runner import (
     DaskRepeater,
     LocalRepeater,
@@ -182,15 +190,20 @@ def test_cli_all_runs_every_experiment_into_its_folder_and_reports_missing_ones(
 
 
 @pytest.mark.slow
-def test_plots_write_png_files_and_validate_shapes(tmp_path: Path) -> None:
-    line = line_plot(
-        tmp_path / "line.png",
-        [1, 2, 3],
-        {"a": ([1.0, 2.0, 3.0], [0.5, 1.5, 2.5], [1.5, 2.5, 3.5])},
-        xlabel="x",
-        ylabel="y",
+def test_plots_write_png_and_svg_and_validate_shapes(tmp_path: Path) -> None:
+    runs = runs_plot(
+        tmp_path / "runs",
+        [RunsPanel("(a)", (1e3, 1e4), {"a": [[1.0, 2.0], [3.0]], "b": [[0.5], []]})],
+        xlabel="n",
+        ylabel="tv",
         title="t",
-        logx=True,
+    )
+    curves = curve_plot(
+        tmp_path / "curves.png",
+        [CurvePanel("(a)", {"a": ([0.1, 0.5], [1e-3, 0.0])})],
+        xlabel="eps",
+        ylabel="delta",
+        title="t",
     )
     box = box_plot(
         tmp_path / "box.png",
@@ -201,22 +214,55 @@ def test_plots_write_png_files_and_validate_shapes(tmp_path: Path) -> None:
         title="t",
         logy=True,
     )
-    for path in (line, box):
-        data = path.read_bytes()
-        assert data.startswith(PNG_MAGIC) and len(data) > 1_000
-    with pytest.raises(ValueError, match="must have 3 points, got 2"):
-        line_plot(
-            tmp_path / "bad.png",
-            [1, 2, 3],
-            {"a": ([1.0, 2.0], [1.0, 2.0, 3.0], [1.0, 2.0, 3.0])},
-            xlabel="x",
-            ylabel="y",
-            title="t",
-        )
+    for png, svg in (runs, curves):
+        assert png.suffix == ".png" and svg.suffix == ".svg" and png.stem == svg.stem
+        assert png.read_bytes().startswith(PNG_MAGIC) and len(png.read_bytes()) > 1_000
+        assert b"<svg" in svg.read_bytes()[:500]
+    # the zero of a log axis is reported in the panel, not dropped silently
+    assert "1 value(s) &lt;= 0 not drawn" in curves[1].read_text()
+    assert box.read_bytes().startswith(PNG_MAGIC)
+    with pytest.raises(ValueError, match="must have 2 points, got 1"):
+        RunsPanel("(a)", (1.0, 2.0), {"a": [[1.0]]})
+    with pytest.raises(ValueError, match="has 7 series; at most 6 per panel"):
+        RunsPanel("(a)", (1.0,), {str(i): [[1.0]] for i in range(7)})
+    with pytest.raises(ValueError, match="has 2 x values and 1 y values"):
+        CurvePanel("(a)", {"a": ([1.0, 2.0], [1.0])})
     with pytest.raises(ValueError, match="must have 2 groups, got 1"):
         box_plot(tmp_path / "bad.png", ["1", "2"], {"a": [[1.0]]}, xlabel="", ylabel="", title="")
     with pytest.raises(ValueError, match="rows \\* columns = 6 cells, got 5"):
         heat_maps(tmp_path / "bad.png", [("p", np.ones(5))], rows=2, columns=3, title="t")
+
+
+def test_runs_are_points_below_ten_and_boxes_from_ten() -> None:
+    """Every run value is drawn (points below BOX_MIN_RUNS: one marker per value; boxes from
+    it on), and which form is used depends on the largest run count."""
+    from shuffledp.simulations.experiments.figure_style import pyplot
+    from shuffledp.simulations.experiments.plots import _draw_runs
+
+    plt = pyplot()
+    few = RunsPanel("few", (1e3, 1e4), {"a": [[1.0, 2.0, 3.0], [4.0]], "b": [[1.0], [2.0]]})
+    many = RunsPanel("many", (1e3,), {"a": [list(range(1, BOX_MIN_RUNS + 1))]})
+    assert few.most_runs == 3 and many.most_runs == BOX_MIN_RUNS
+    fig, (left, right) = plt.subplots(1, 2)
+    try:
+        assert _draw_runs(left, few, logx=True) == 6
+        markers = sum(len(line.get_xdata()) for line in left.lines if line.get_marker() != "None")
+        assert markers >= 6  # the six values (the legend proxies add empty lines)
+        assert not left.patches
+        assert _draw_runs(right, many, logx=True) == BOX_MIN_RUNS
+        assert len(right.patches) == 1  # one box
+    finally:
+        plt.close(fig)
+
+
+def test_series_style_is_fixed_per_mechanism_and_colour_blind_safe() -> None:
+    from shuffledp.simulations.experiments.figure_style import OKABE_ITO, series_style
+
+    assert series_style("Gaussian (eps = 0.4)") == series_style("Gaussian")
+    assert series_style("shuffle+INV").colour != series_style("shuffle").colour
+    styles = [series_style(f"other {i}", i) for i in range(6)]
+    assert len({s.colour for s in styles}) == 6
+    assert all(s.colour in OKABE_ITO for s in styles)
 
 
 @pytest.mark.slow
@@ -227,7 +273,7 @@ def test_heat_map_puts_row_0_south_and_column_0_west(tmp_path: Path) -> None:
 
     values = np.zeros(2 * 3)
     values[0] = 1.0
-    path = heat_maps(tmp_path / "heat.png", [("one cell", values)], rows=2, columns=3, title="t")
+    path, _ = heat_maps(tmp_path / "heat.png", [("one cell", values)], rows=2, columns=3, title="t")
     assert path.read_bytes().startswith(PNG_MAGIC)
     image = matplotlib.image.imread(path)
     height, width = image.shape[:2]
