@@ -114,6 +114,7 @@ def _printed(n: int, k: int, eps0: float, nx0: int, eps: float) -> float:
     return biswas_literal_delta(n, k, eps0, nx0, eps)
 
 
+@functools.lru_cache(maxsize=1024)  # per (n, k, eps0, eps): experiments ask once per run
 def _tight_bracket(n: int, k: int, eps0: float, eps: float) -> tuple[float, float]:
     result = Tight().delta(ShuffledKRR(n=n, k=k, eps0=eps0), eps)
     return float(result.delta_upper), float(result.delta_lower)
