@@ -336,7 +336,7 @@ def _count_label(value: float, _position: object) -> str:
     """Tick text for a count such as n: 1,000 and 20k up to 1e5, then 1e6, 2e6 ..."""
     if value >= 1e6 or value < 1:
         return f"{value:.0e}".replace("e+0", "e").replace("e-0", "e-")
-    if value >= 1e4:
+    if value >= 1e3:  # "1k 2k 5k": "1,000" and "2,000" overlap on a log axis
         return f"{value / 1e3:.0f}k"
     return f"{value:,.0f}"
 
@@ -348,7 +348,7 @@ def _draw_eps(ax: Any, panel: RunsPanel) -> None:
         style = series_style(label, index)
         ax.plot(
             list(panel.x), list(per_x), color=style.colour, marker=style.marker,
-            linestyle=style.linestyle, markersize=3, lw=1.0,
+            linestyle=style.linestyle, markersize=3, lw=1.0, label=label,
         )  # fmt: skip
     finite = [v for per_x in panel.eps.values() for v in per_x if np.isfinite(v) and v > 0]
     from matplotlib.ticker import FormatStrFormatter, NullFormatter
@@ -359,6 +359,7 @@ def _draw_eps(ax: Any, panel: RunsPanel) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("eps", fontsize="small")
     ax.grid(True, which="major", alpha=0.3)
+    ax.legend(fontsize="x-small", loc="best")  # which line is which mechanism's eps
 
 
 def runs_plot(
