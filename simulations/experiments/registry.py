@@ -26,9 +26,13 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
         f"{_PACKAGE}.delta_table:run",
         "Table IV grid (n_x0 = 80) and the delta(eps, eps0) surface of Fig. 1",
     ),
-    "synthetic-utility": (
-        f"{_PACKAGE}.synthetic_utility:run",
-        "Fig. 2: TV distance vs n, central Gaussian vs shuffle estimators, over runs",
+    "fig-2": (
+        f"{_PACKAGE}.fig_2:run",
+        "Fig. 2: TV distance vs n on N(0, 2) data, Gaussian vs shuffle(+INV), eps = 4",
+    ),
+    "table-5": (
+        f"{_PACKAGE}.table_5:run",
+        "Table V: per-x0 error |pihat_x0 - pi_x0| on N(0, 2) data, n = 1,000 and 100,000",
     ),
     "gowalla-sf": (
         f"{_PACKAGE}.gowalla_utility:run_sf",

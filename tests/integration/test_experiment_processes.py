@@ -16,7 +16,7 @@ import pytest
 
 from shuffledp.randomness import SeededRandom
 from shuffledp.simulations.data.datasets import synthetic_values
-from shuffledp.simulations.experiments import synthetic_utility
+from shuffledp.simulations.experiments import fig_2
 from shuffledp.simulations.experiments.base import ExperimentContext
 from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
 from shuffledp.simulations.experiments.runner import DaskRepeater, LocalRepeater
@@ -67,34 +67,47 @@ def test_dask_repeater_matches_the_local_one() -> None:
     assert [r["histogram"] for r in remote] != [local[0]["histogram"]] * 3
 
 
-def _run_synthetic(tmp: Path, seed: int | None, repeat: Any) -> list[dict[str, str]]:
+def _run_fig2(tmp: Path, seed: int | None, repeat: Any) -> dict[str, list[dict[str, str]]]:
+    """fig-2 in quick mode; setting -> its CSV's rows (the CSV text must match too)."""
     tmp.mkdir()
     context = ExperimentContext(
         out=tmp, quick=True, runs=2, seed=seed, pipeline=False, repeat=repeat, quiet=True
     )
-    output = synthetic_utility.run(context)
-    assert output.files[0].name == "synthetic-utility.csv"
-    with open(output.files[0], encoding="utf-8") as handle:
-        return list(csv.DictReader(handle))
+    output = fig_2.run(context)
+    tables = {}
+    for path in output.files:
+        if path.suffix == ".csv":
+            with open(path, encoding="utf-8") as handle:
+                tables[path.stem] = list(csv.DictReader(handle))
+    assert sorted(tables) == ["fig-2-amplified", "fig-2-honest", "fig-2-paper"]
+    return tables
 
 
 def test_seeded_experiment_reproduces_exactly_whatever_the_repeater(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(synthetic_utility, "QUICK_NS", (600,))
-    first = _run_synthetic(tmp_path / "a", 5, _sequential)
+    """--workers 1 (in this process) and 2 (a process pool) give identical CSVs with a seed,
+    byte for byte; another seed gives other draws."""
+    monkeypatch.setattr(fig_2, "QUICK_NS", (600, 2_000))
+    monkeypatch.setattr(fig_2, "_figure", lambda *args: ())  # the CSVs are compared, not PNGs
+    first = _run_fig2(tmp_path / "a", 5, LocalRepeater(1, quiet=True))
     with LocalRepeater(2, quiet=True) as repeat:
-        again = _run_synthetic(tmp_path / "b", 5, repeat)
-    other = _run_synthetic(tmp_path / "c", 6, _sequential)
+        again = _run_fig2(tmp_path / "b", 5, repeat)
+    other = _run_fig2(tmp_path / "c", 6, _sequential)
     assert first == again
-    assert len(first) == 2 * 2  # 2 settings x 1 n x 2 runs
-    tv_columns = list(synthetic_utility.ESTIMATORS.values())
-    for row_a, row_c in zip(first, other, strict=True):
-        # Independent draws: equal TV distances for all four estimators have negligible
-        # probability.
-        assert [row_a[c] for c in tv_columns] != [row_c[c] for c in tv_columns]
+    for name in first:
+        assert (tmp_path / "a" / f"{name}.csv").read_bytes() == (
+            tmp_path / "b" / f"{name}.csv"
+        ).read_bytes()
+    assert len(first["fig-2-paper"]) == 2 * 2  # 2 n x 2 runs
+    tv_columns = list(fig_2.ESTIMATORS.values())
+    for name in first:
+        for row_a, row_c in zip(first[name], other[name], strict=True):
+            # Independent draws: equal TV distances for all four estimators have negligible
+            # probability.
+            assert [row_a[c] for c in tv_columns] != [row_c[c] for c in tv_columns]
     # Runs 0 and 1 of one seed are different draws too.
-    assert first[0]["tv_shuffle"] != first[2]["tv_shuffle"]
+    assert first["fig-2-paper"][0]["tv_shuffle"] != first["fig-2-paper"][1]["tv_shuffle"]
 
 
 def test_ctrl_c_stops_the_experiment_and_its_worker_processes(tmp_path: Path) -> None:
@@ -108,7 +121,7 @@ def test_ctrl_c_stops_the_experiment_and_its_worker_processes(tmp_path: Path) ->
             "-m",
             "shuffledp",
             "experiment",
-            "synthetic-utility",
+            "fig-2",
             "--out",
             str(tmp_path),
             "--runs",

@@ -105,15 +105,15 @@ def _cli(args: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str,
     ("args", "message"),
     [
         (["no-such", "--out", "{tmp}"], "unknown experiment 'no-such'; choose one of: "),
-        (["synthetic-utility", "--out", "{tmp}", "--runs", "0"], "--runs must be >= 1, got 0"),
-        (["synthetic-utility", "--out", "{tmp}", "--workers", "0"], "--workers must be"),
-        (["synthetic-utility", "--out", "{tmp}", "--seed", "-2"], "--seed must be"),
+        (["fig-2", "--out", "{tmp}", "--runs", "0"], "--runs must be >= 1, got 0"),
+        (["fig-2", "--out", "{tmp}", "--workers", "0"], "--workers must be"),
+        (["fig-2", "--out", "{tmp}", "--seed", "-2"], "--seed must be"),
         (
-            ["synthetic-utility", "--out", "{tmp}", "--data-dir", "{tmp}/none"],
+            ["fig-2", "--out", "{tmp}", "--data-dir", "{tmp}/none"],
             "--data-dir must be an existing folder",
         ),
-        (["synthetic-utility", "--out", "{tmp}/file"], "/file: is a file, a folder is needed"),
-        (["synthetic-utility", "--out", "{tmp}/file/sub"], "/file is not a folder"),
+        (["fig-2", "--out", "{tmp}/file"], "/file: is a file, a folder is needed"),
+        (["fig-2", "--out", "{tmp}/file/sub"], "/file is not a folder"),
     ],
 )
 def test_cli_usage_errors_are_one_line_with_exit_2(
@@ -132,9 +132,7 @@ def test_cli_usage_errors_are_one_line_with_exit_2(
 
 def test_cli_rejects_pipeline_with_dask(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as info:
-        main(
-            ["experiment", "synthetic-utility", "--out", str(tmp_path), "--pipeline", "--dask", "x"]
-        )
+        main(["experiment", "fig-2", "--out", str(tmp_path), "--pipeline", "--dask", "x"])
     assert info.value.code == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not allowed with argument" in err
@@ -143,9 +141,7 @@ def test_cli_rejects_pipeline_with_dask(tmp_path: Path, capsys: pytest.CaptureFi
 def test_cli_bad_dask_address_is_one_line_with_exit_1(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, _out, err = _cli(
-        ["synthetic-utility", "--out", str(tmp_path), "--dask", "nonsense::"], capsys
-    )
+    code, _out, err = _cli(["fig-2", "--out", str(tmp_path), "--dask", "nonsense::"], capsys)
     assert code == 1
     assert err.count("\n") == 1 and "cannot reach the Dask scheduler at 'nonsense::'" in err
 
