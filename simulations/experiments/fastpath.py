@@ -240,24 +240,28 @@ def run_round(
     if eps_value is not None or n < 2:
         report = build_report(eps=eps_value, **common)
     else:
-        if inverted is None:
-            inverted = eps_at_delta(n, k, float(eps0), delta_target)
-        elif (inverted.n, inverted.k, inverted.eps0, inverted.delta) != (
-            n,
-            k,
-            float(eps0),
-            delta_target,
-        ):
-            raise InvalidParameterError(
-                f"inverted must be for (n, k, eps0, delta) = ({n}, {k}, {eps0}, {delta_target}), "
-                f"got ({inverted.n}, {inverted.k}, {inverted.eps0}, {inverted.delta})"
-            )
+        inverted = _inverted_for(inverted, n, k, float(eps0), delta_target)
         if inverted.error is not None:
             report = build_report(**common)  # it finds the same failure and says so
         else:
             report = build_report(eps=inverted.eps, **common)
             report = replace(report, privacy=_as_target_mode(report.privacy, inverted))
     return {**report.to_json(), "path": "fast"}
+
+
+def _inverted_for(
+    inverted: EpsAtDelta | None, n: int, k: int, eps0: float, delta: float
+) -> EpsAtDelta:
+    """The caller's :class:`EpsAtDelta` if it is for (n, k, eps0, delta) (InvalidParameterError
+    if it is for another round), else :func:`eps_at_delta` of those."""
+    if inverted is None:
+        return eps_at_delta(n, k, eps0, delta)
+    if (inverted.n, inverted.k, inverted.eps0, inverted.delta) != (n, k, eps0, delta):
+        raise InvalidParameterError(
+            f"inverted must be for (n, k, eps0, delta) = ({n}, {k}, {eps0}, {delta}), "
+            f"got ({inverted.n}, {inverted.k}, {inverted.eps0}, {inverted.delta})"
+        )
+    return inverted
 
 
 def _as_target_mode(section: PrivacyBlock, inverted: EpsAtDelta) -> PrivacyBlock:

@@ -25,7 +25,6 @@ WAITING: dict[str, str] = {
     "simulations/experiments/bounds_table.py:plot_bounds": "issue 14 rewrites the experiments",
     "simulations/experiments/bounds_table.py:bounds_findings": "issue 14 rewrites the experiments",
     "simulations/experiments/plots.py:heat_maps": "issue 14 rewrites the plots",
-    "simulations/experiments/fastpath.py:run_round": "issue 14 rewrites the experiments",
 }
 
 
