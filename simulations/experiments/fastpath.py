@@ -128,8 +128,9 @@ def eps_at_delta(n: int, k: int, eps0: float, delta: float) -> EpsAtDelta:
     )
 
 
-#: The two privacy settings of the utility experiments (synthetic-utility, gowalla-*): the
-#: seed paper's eps0 = 4 (eps = eps0 = 4), and eps0 calibrated to (TARGET_EPS, TARGET_DELTA).
+#: The two privacy settings of :func:`privacy_plan` (used by gowalla-*; the evaluation's own
+#: settings are in :mod:`.settings`): the seed paper's eps0 = 4 (eps = eps0 = 4), and eps0
+#: calibrated to (TARGET_EPS, TARGET_DELTA).
 PAPER_EPS0 = 4.0
 TARGET_EPS = 1.0
 TARGET_DELTA = 1e-6
