@@ -173,6 +173,7 @@ def rows_of_point(point: Point, reports: Sequence[dict[str, Any]]) -> list[dict[
                 _raw_error(releases[(EPS, delta)], truth, index)
                 for index, delta in enumerate(per_x0)
             ]
+            row["gaussian_sigma_per_x0"] = [float(releases[(EPS, d)].sigma) for d in per_x0]
         rows.append(row)
     return rows
 
@@ -221,6 +222,7 @@ def _row(
             float(e) for e in np.abs(release.estimate - true_distribution)
         ],
         "gaussian_delta_per_x0": [privacy.gaussian_delta] * K,
+        "gaussian_sigma_per_x0": [float(release.sigma)] * K,
     }
 
 

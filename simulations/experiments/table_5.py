@@ -71,7 +71,7 @@ SERIES: dict[str, str] = {
 }
 COLUMNS: tuple[str, ...] = (
     "setting", "n", "x0", "bin", "pi_x0", "runs", "eps0", "eps", "gaussian_delta",
-    *(f"{name}_{stat}" for name in SERIES for stat in ("median", "q25", "q75")),
+    "gaussian_sigma", *(f"{name}_{stat}" for name in SERIES for stat in ("median", "q25", "q75")),
     "published_gaussian", "published_shuffle_inv",
 )  # fmt: skip
 RUN_COLUMNS: tuple[str, ...] = (
@@ -146,7 +146,7 @@ def _run_cells(row: dict[str, Any]) -> list[dict[str, Any]]:
             bin=index,
             true_count=row["true_count_per_x0"][index],
             gaussian_delta=row["gaussian_delta_per_x0"][index],
-            gaussian_sigma=row["gaussian_sigma"],
+            gaussian_sigma=row["gaussian_sigma_per_x0"][index],
         )
         for name, key in SERIES.items():
             cell[name] = row[key][index]
@@ -168,6 +168,7 @@ def _aggregate(setting: str, n: int, x0: int, cells: Sequence[dict[str, Any]]) -
         "eps0": float(picked[0]["eps0"]),
         "eps": float(picked[0]["eps"]),
         "gaussian_delta": max(deltas),
+        "gaussian_sigma": max(float(cell["gaussian_sigma"]) for cell in picked),
         "published_gaussian": published[0],
         "published_shuffle_inv": published[1],
     }
@@ -241,7 +242,9 @@ def _table_lines(setting: str, table: Sequence[dict[str, Any]]) -> list[str]:
         f"## Setting `{setting}`",
         "",
         " ".join(
-            f"n = {n:,}: eps0 = {first[n]['eps0']:.4g}, Gaussian at eps = {first[n]['eps']:.4g}."
+            f"n = {n:,}: eps0 = {first[n]['eps0']:.4g}, Gaussian at (eps, delta) = "
+            f"({first[n]['eps']:.4g}, {first[n]['gaussian_delta']:.3g}), sigma = "
+            f"{first[n]['gaussian_sigma']:.4g}."
             for n in NS
         ),
         "",

@@ -234,6 +234,20 @@ def test_table5_gaussian_errors_are_half_normal_at_the_stated_sigma(
             assert stats.kstest(scaled, stats.halfnorm.cdf).pvalue > 1e-4, (setting, n)
 
 
+def test_table5_summary_states_each_gaussians_guarantee_and_sigma(
+    table5: tuple[ExperimentOutput, Path],
+) -> None:
+    output, out = table5
+    for setting in SETTINGS:
+        for row in _rows(out / f"table-5-{setting}.csv"):
+            eps, delta = float(row["eps"]), float(row["gaussian_delta"])
+            sigma = float(row["gaussian_sigma"])
+            assert sigma == pytest.approx(analytic_gaussian_sigma(eps, delta), rel=1e-8)
+            stated = f"n = {int(row['n']):,}: eps0 = {float(row['eps0']):.4g}, Gaussian at "
+            stated += f"(eps, delta) = ({eps:.4g}, {delta:.3g}), sigma = {sigma:.4g}."
+            assert stated in output.summary
+
+
 def test_table5_paper_delta_per_x0_and_honest_eps0(table5: tuple[ExperimentOutput, Path]) -> None:
     _, out = table5
     for cell in _rows(out / "table-5-paper-runs.csv"):
