@@ -131,7 +131,8 @@ def _figure(out: Path, setting: str, cells: Sequence[dict[str, Any]]) -> tuple[P
         X0S,
         panels,
         published,
-        title=f"Table V, k = {K}, N(0, 2) data: {_TITLES[setting]}",
+        title=f"Table V, k = {K}, N(0, 2) data, ours in {_TITLES[setting]}\n(stars: the paper's "
+        "values, one run each, from its own setting)",
     )
 
 

@@ -85,5 +85,5 @@ def _draw(
             label=f"{label} (ours, over runs)")  # fmt: skip
     ax.plot(
         positions, list(published), linestyle="none", marker="*", markersize=11,
-        markerfacecolor=style.colour, markeredgecolor="black", label=f"{label}: published",
+        markerfacecolor=style.colour, markeredgecolor="black", label=f"{label}: published (Table V)",
     )  # fmt: skip
