@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
         "files, PNG figures and a markdown summary into --out.\n\nexperiments:\n"
         f"{names}\n  {ALL:<18} every experiment above, each into its own sub-folder of --out",
         examples=[
-            "shuffledp experiment bounds-table --out /tmp/shuffledp-results --quick",
+            "shuffledp experiment table-2 --out /tmp/shuffledp-results --quick",
             "shuffledp experiment synthetic-utility --out /tmp/shuffledp-results --runs 20 --seed 1",
             "shuffledp experiment all --out /tmp/shuffledp-results --quick --pipeline",
         ],
