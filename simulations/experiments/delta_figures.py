@@ -25,9 +25,19 @@ from shuffledp.simulations.experiments.figure_style import (
     check_legend_size,
     pyplot,
     save_figure,
+    series_style,
 )
 
-__all__ = ["HeatPanel", "Trace", "TracePanel", "log_heat_maps", "trace_plot"]
+__all__ = [
+    "HeatPanel",
+    "Log10Panel",
+    "Trace",
+    "TracePanel",
+    "log10",
+    "log10_curve_plot",
+    "log_heat_maps",
+    "trace_plot",
+]
 
 #: Colours for up to three settings per panel: blue, vermillion, bluish green (Okabe-Ito).
 SETTING_COLOURS: tuple[str, ...] = (OKABE_ITO[5], OKABE_ITO[6], OKABE_ITO[3], OKABE_ITO[7])
@@ -175,6 +185,64 @@ def log_heat_maps(
         axes[0][0].set_ylabel(ylabel)
         bar = fig.colorbar(image, ax=list(axes[0]), extend="min")
         bar.set_label(f"log10 delta (grey: exactly 0; below {floor:.0e}: lowest colour)")
+        fig.suptitle(title, fontsize="medium")
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, path)
+
+
+def log10(value: float | str) -> float:
+    """log10 of a delta given as a float or a decimal string (exact also below double
+    precision: "3.5e-398" -> -397.46); NaN for 0 (nothing to draw on a log scale)."""
+    from decimal import Decimal
+
+    number = Decimal(value)
+    return float(number.log10()) if number > 0 else math.nan
+
+
+@dataclass(frozen=True, slots=True)
+class Log10Panel:
+    """``series[label] = (x values, log10 delta values)`` (NaN: delta = 0, not drawn)."""
+
+    title: str
+    series: dict[str, tuple[tuple[float, ...], tuple[float, ...]]]
+
+    def __post_init__(self) -> None:
+        check_legend_size(len(self.series), self.title)
+
+
+def log10_curve_plot(
+    path: Path, panels: Sequence[Log10Panel], *, xlabel: str, title: str
+) -> tuple[Path, Path]:
+    """log10 delta on a linear axis (so values below double precision, 1e-398, still show),
+    colours and markers fixed per mechanism (figure_style.series_style), legends below the
+    panels, zeros counted in the panel. Returns (png, svg)."""
+    plt = pyplot()
+    fig, axes = plt.subplots(
+        1, len(panels), squeeze=False, figsize=(5.4 * len(panels) + 0.4, 5.2),
+        layout="constrained",
+    )  # fmt: skip
+    try:
+        for ax, panel in zip(axes[0], panels, strict=True):
+            zeros = 0
+            for index, (label, (xs, ys)) in enumerate(panel.series.items()):
+                style = series_style(label, index)
+                zeros += sum(1 for y in ys if math.isnan(y))
+                ax.plot(
+                    xs, ys, color=style.colour, marker=style.marker, linestyle=style.linestyle,
+                    markersize=5, label=label,
+                )  # fmt: skip
+            if zeros:
+                ax.text(
+                    0.98, 0.98, f"{zeros} value(s) 0 or below 1e-300\n(double precision) not drawn", transform=ax.transAxes,
+                    fontsize="x-small", ha="right", va="top",
+                )  # fmt: skip
+            ax.set_title(panel.title, fontsize="medium")
+            ax.set_xlabel(xlabel)
+            ax.set_ylabel("log10 delta" if ax is axes[0][0] else "")
+            ax.grid(True, alpha=0.3)
+            ax.legend(fontsize="x-small", loc="upper center", bbox_to_anchor=(0.5, -0.14))
         fig.suptitle(title, fontsize="medium")
     except BaseException:
         plt.close(fig)

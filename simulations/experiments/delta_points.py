@@ -141,6 +141,8 @@ def tight_cells(mech: ShuffledKRR, eps: float) -> tuple[dict[str, Cell], str, st
 
 
 def _literal_decimal(point: Point) -> str:
+    """The printed formula (``biswas-literal``) to 17 digits: its float is the accountant's
+    value to the last bit or one unit of it."""
     from shuffledp.accountant.biswas_literal import biswas_literal_delta_text
 
     n, k, eps0, nx0, eps = point
@@ -153,10 +155,10 @@ def evaluate_delta_point(point: Point) -> PointResult:
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     eps = require_eps(eps)
     single_bin = SingleBin(nx0).delta(mech, eps)
-    literal = float(bound_cell(COMPUTED.key, mech, eps, nx0))
+    literal = _literal_decimal(point)  # one high-precision evaluation for both columns
     cells: dict[str, Cell] = {
-        COMPUTED.key: literal,
-        LITERAL_DECIMAL: _literal_decimal(point) if literal == 0.0 else repr(literal),
+        COMPUTED.key: float(literal),
+        LITERAL_DECIMAL: literal,
         SINGLE_BIN.key: single_bin.delta,
         SINGLE_BIN_FORWARD.key: float(single_bin.extra["delta_x0_over_x1"]),
     }

@@ -25,12 +25,14 @@ Deterministic (no randomness: neither --seed nor --runs matter); points go throu
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
-from shuffledp.simulations.experiments.delta_cells import csv_value, write_csv
+from shuffledp.simulations.experiments.delta_cells import SMALLEST_SHOWN, csv_value, write_csv
+from shuffledp.simulations.experiments.delta_figures import Log10Panel, log10, log10_curve_plot
 from shuffledp.simulations.experiments.delta_points import (
     COMPUTED,
     LITERAL_DECIMAL,
@@ -49,7 +51,6 @@ from shuffledp.simulations.experiments.literature_bounds import (
     erlingsson_formula,
     feldman_closed_form,
 )
-from shuffledp.simulations.experiments.plots import CurvePanel, curve_plot
 from shuffledp.simulations.experiments.published import (
     TABLE_II,
     TABLE_II_EPS,
@@ -130,15 +131,29 @@ def paper_points() -> list[Point]:
 
 
 def all_bounds_points(quick: bool) -> list[Point]:
-    """The extra grid: k = 2 and 10, eps also 0.05 (quick: k = 10, eps 0.01, 0.1, 0.4)."""
-    k_values = (10,) if quick else (2, 10)
-    eps_values = (0.01, 0.1, 0.4) if quick else (0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
-    return [
+    """The extra grid beyond :func:`paper_points` (whose results it reuses): k = 2 besides
+    k = 10, and eps = 0.05 besides Table II's eps; n_x0 = 0.8 n. Quick: nothing more."""
+    if quick:
+        return []
+    paper = set(paper_points())
+    grid = [
         (n, k, EPS0, round(0.8 * n), eps)
         for n in (100, 1000)
-        for k in k_values
-        for eps in eps_values
+        for k in (2, 10)
+        for eps in (0.01, 0.05, 0.1, 0.2, 0.3, 0.4)
     ]
+    return [point for point in grid if point not in paper]
+
+
+def all_bounds_results(
+    context: ExperimentContext, paper: Sequence[PointResult]
+) -> list[PointResult]:
+    """The paper grid's results and those of :func:`all_bounds_points`, by n, k and eps."""
+    extra = all_bounds_points(context.quick)
+    found = (
+        context.repeat(evaluate_bounds_point, extra, label=f"{NAME} all bounds") if extra else []
+    )
+    return sorted([*paper, *found], key=lambda r: (r.n, r.k, r.eps))
 
 
 def literal_value(point: Point) -> str:
@@ -185,10 +200,9 @@ def table_rows(results: Sequence[PointResult]) -> list[Table2Row]:
 def run(context: ExperimentContext) -> ExperimentOutput:
     from shuffledp.simulations.experiments.table_2_summary import summary_text
 
-    rows = table_rows(context.repeat(evaluate_bounds_point, paper_points(), label=NAME))
-    extra = context.repeat(
-        evaluate_bounds_point, all_bounds_points(context.quick), label=f"{NAME} all bounds"
-    )
+    paper = context.repeat(evaluate_bounds_point, paper_points(), label=NAME)
+    rows = table_rows(paper)
+    extra = all_bounds_results(context, paper)
     candidates = [] if context.quick else search_candidates(context)
     out = context.out
     csv_path, extra_path = out / f"{NAME}.csv", out / f"{NAME}-all-bounds.csv"
@@ -287,23 +301,21 @@ def plot_paper(path: Path, rows: Sequence[Table2Row]) -> tuple[Path, Path]:
     panels = []
     for n in TABLE_II:
         here = _by_n(rows, n)
-        eps = [row.result.eps for row in here]
+        eps = tuple(row.result.eps for row in here)
+
+        def published(key: str, rows_: list[Table2Row] = here) -> tuple[float, ...]:
+            return tuple(log10(row.published(key).text) for row in rows_)
+
         series = {
-            f"{heading}, published": (eps, [row.published(key).value for row in here])
-            for key, heading in (
-                ("erlingsson", "[11] Erlingsson"),
-                ("balle", "[10] Balle"),
-                ("feldman", "[12] Feldman"),
-            )
+            "[11] Erlingsson, published": (eps, published("erlingsson")),
+            "[10] Balle, published": (eps, published("balle")),
+            "[12] Feldman, published": (eps, published("feldman")),
+            "published 'Our delta'": (eps, published("ours")),
+            "printed formula, evaluated here": (eps, tuple(log10(row.literal) for row in here)),
         }
-        series["published 'Our delta'"] = (eps, [row.published("ours").value for row in here])
-        series["printed formula, evaluated here"] = (
-            eps,
-            [row.result.number(COMPUTED.key) for row in here],
-        )
-        panels.append(CurvePanel(_title(n), series))
-    return curve_plot(
-        path, panels, xlabel="eps", ylabel="delta",
+        panels.append(Log10Panel(_title(n), series))
+    return log10_curve_plot(
+        path, panels, xlabel="eps",
         title="table-2, paper: Table II as published, and the printed formula evaluated here "
         "(not a valid guarantee)",
     )  # fmt: skip
@@ -313,21 +325,24 @@ def plot_honest(path: Path, rows: Sequence[Table2Row]) -> tuple[Path, Path]:
     panels = []
     for n in TABLE_II:
         here = _by_n(rows, n)
-        eps = [row.result.eps for row in here]
+        eps = tuple(row.result.eps for row in here)
 
-        def values(key: str, rows_: list[Table2Row] = here) -> list[float]:
-            return [row.result.number(key) for row in rows_]
+        def values(key: str, rows_: list[Table2Row] = here) -> tuple[float, ...]:
+            # a float below 1e-300 is the upper side of a bracket around a value that
+            # underflows double precision, not a value: not drawn (counted in the panel)
+            numbers = (row.result.number(key) for row in rows_)
+            return tuple(log10(v) if v >= SMALLEST_SHOWN else math.nan for v in numbers)
 
         series = {
             "delta_upper (tight): the valid guarantee": (eps, values(TIGHT_UPPER.key)),
             "delta_lower (tight)": (eps, values(TIGHT_LOWER.key)),
             "single-bin, exact (informative)": (eps, values(SINGLE_BIN.key)),
             "Feldman et al. reduction, exact (valid)": (eps, values("clones")),
-            "printed formula (NOT a guarantee)": (eps, values(COMPUTED.key)),
+            "printed formula (NOT a guarantee)": (eps, tuple(log10(row.literal) for row in here)),
         }
-        panels.append(CurvePanel(_title(n), series))
-    return curve_plot(
-        path, panels, xlabel="eps", ylabel="delta",
+        panels.append(Log10Panel(_title(n), series))
+    return log10_curve_plot(
+        path, panels, xlabel="eps",
         title="table-2, honest: the valid delta_upper, the exact single-bin delta and "
         "Feldman et al.'s bound evaluated exactly",
     )  # fmt: skip
