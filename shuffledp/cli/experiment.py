@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -171,6 +172,7 @@ def run(args: argparse.Namespace) -> int:
         )
     except ExperimentError as exc:
         return _error(str(exc), 1)
+    started = time.perf_counter()
     with repeater:
         for name in selected:
             out = args.out / name if args.name == ALL else args.out
@@ -186,6 +188,7 @@ def run(args: argparse.Namespace) -> int:
                 quiet=args.quiet,
                 options={} if args.dataset is None else {"dataset": args.dataset},
             )
+            experiment_started = time.perf_counter()
             try:
                 experiment = load_experiment(name)
                 output = experiment(context)
@@ -205,10 +208,24 @@ def run(args: argparse.Namespace) -> int:
                 failures += 1
                 _error(f"{name}: {exc}", 1)
                 continue
-            print(f"{name}:")
+            print(f"{name}: {_duration(time.perf_counter() - experiment_started)}")
             for path in output.files:
                 print(f"  {path}")
             summaries = [path for path in output.files if path.suffix == ".md"]
             if summaries:
                 print(f"  summary: {summaries[0]}")
+    if args.name == ALL:
+        done = len(selected) - failures
+        print(
+            f"all: {done} of {len(selected)} experiments in "
+            f"{_duration(time.perf_counter() - started)} (wall clock)"
+        )
     return 1 if failures else 0
+
+
+def _duration(seconds: float) -> str:
+    """``42.1 s`` below a minute, ``12 min 05 s`` from there."""
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest:02d} s"

@@ -3,6 +3,7 @@ processes, a Dask cluster and Ctrl-C: tests/integration/test_experiment_processe
 
 from __future__ import annotations
 
+import re
 import socket
 import sys
 import time
@@ -178,6 +179,9 @@ def test_cli_all_runs_every_experiment_into_its_folder_and_reports_missing_ones(
     )
     assert code == 1  # one experiment could not run
     assert err.count("\n") == 1 and "missing: not available" in err
+    # each experiment's wall time, and the total with how many of them ran
+    assert re.search(r"^fake-a: \d+\.\d s$", out, re.MULTILINE)
+    assert re.search(r"^all: 2 of 3 experiments in \d+\.\d s \(wall clock\)$", out, re.MULTILINE)
     for name in ("fake-a", "fake-b"):
         folder = tmp_path / name
         assert (folder / "fake.csv").read_text().splitlines()[1:] == ["1,1", "2,4", "3,9"]
