@@ -180,8 +180,8 @@ def log_heat_maps(
             ax.set_ylim(*_cell_edges(y_values))
             ax.set_title(panel.title, fontsize="small")
             ax.set_xlabel(xlabel)
-            ax.xaxis.set_major_locator(MaxNLocator(nbins=4))
-            ax.yaxis.set_major_locator(MaxNLocator(nbins=4))
+            for axis in (ax.xaxis, ax.yaxis):  # round ticks: 0.5, 1, 1.5 ...
+                axis.set_major_locator(MaxNLocator(nbins=6, steps=[1, 5, 10]))
         axes[0][0].set_ylabel(ylabel)
         bar = fig.colorbar(image, ax=list(axes[0]), extend="min")
         bar.set_label(f"log10 delta (grey: exactly 0; below {floor:.0e}: lowest colour)")
