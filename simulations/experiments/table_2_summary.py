@@ -28,6 +28,7 @@ from shuffledp.simulations.experiments.delta_points import (
 from shuffledp.simulations.experiments.literature_bounds import FormulaValue
 from shuffledp.simulations.experiments.published import PAPER, TABLE_II, Agreement
 from shuffledp.simulations.experiments.table_2 import (
+    ALL_BOUNDS_LABELS,
     EPS0,
     NAME,
     SEARCH_K,
@@ -286,6 +287,9 @@ def _all_bounds_section(results: Sequence[PointResult], quick: bool) -> list[str
         *notes.lines(),
         "",
         f"The tight delta_upper came from: {', '.join(winners)}.",
+        "",
+        "Labels (what each column's numbers guarantee):",
+        *(f"- `{key}`: {label}" for key, label in ALL_BOUNDS_LABELS.items()),
         "",
     ]
 

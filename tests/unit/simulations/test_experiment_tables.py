@@ -501,9 +501,34 @@ def test_table2_exact_columns_match_mpmath(table2_run: Ran) -> None:
     assert float(_column(row, "[12] feldman published")) > 100 * float(_column(row, "clones ["))
 
 
+#: The documented header of table-2-all-bounds.csv ("key [label]" for every result column).
+ALL_BOUNDS_HEADER = [
+    "n",
+    "k",
+    "eps0",
+    "nx0",
+    "eps",
+    f"erlingsson [{ANALYTIC_UPPER} (analytic)]",
+    f"blanket-analytic [{ANALYTIC_UPPER} (analytic)]",
+    f"strong-adversary [{VALID_UPPER}]",
+    f"clones [{VALID_UPPER}]",
+    f"krr-clones [{VALID_UPPER}]",
+    "wang-krr [lower bound (published as an upper bound; fails)]",
+    f"optimal-blanket [{VALID_UPPER}]",
+    "renyi-girgis [valid upper bound (Renyi DP of Girgis et al., converted)]",
+    "tight delta_lower [lower bound on the true delta]",
+    "tight delta_upper [valid upper bound: the reported guarantee]",
+    f"single-bin [{INFORMATIVE}; max of both directions]",
+    f"biswas-literal [printed formula evaluated here; {NOT_A_GUARANTEE}]",
+    "tight upper from",
+]
+
+
 @pytest.mark.slow
 def test_table2_all_bounds_invariants(table2_run: Ran) -> None:
-    _, rows = _read_csv(table2_run.out / "table-2-all-bounds.csv")
+    header, raw = _read_csv(table2_run.out / "table-2-all-bounds.csv")
+    assert header == ALL_BOUNDS_HEADER
+    rows = [{key.split(" [")[0]: value for key, value in row.items()} for row in raw]
     assert len(rows) == len(table_2.paper_points())  # quick: the paper grid's k = 10 only
     assert len(table_2.all_bounds_points(quick=False)) == 24 - 10  # k = 2, eps = 0.05
     exact_upper = ("strong-adversary", "clones", "krr-clones", "optimal-blanket")
@@ -524,6 +549,10 @@ def test_table2_all_bounds_invariants(table2_run: Ran) -> None:
         wang = _number(row, "wang-krr")
         assert wang <= lower * (1 + DOMINATED_WIDTH)
         assert _number(row, "single-bin") <= upper * (1 + 1e-9)
+    summary = table2_run.output.summary
+    for key, label in table_2.ALL_BOUNDS_LABELS.items():
+        assert f"- `{key}`: {label}" in summary
+    assert "outside conditions: erlingsson needs n >= 1000" in summary
 
 
 @pytest.mark.slow
