@@ -20,10 +20,6 @@ WAITING: dict[str, str] = {
     "simulations/experiments/gowalla_utility.py:_summary": "issue 14 rewrites the experiments",
     "simulations/experiments/gowalla_utility.py:run_region": "issue 14 rewrites the experiments",
     "simulations/experiments/gowalla_utility.py:round_outcome": "issue 14 rewrites the experiments",
-    "simulations/experiments/delta_table.py:delta_summary": "issue 14 rewrites the experiments",
-    "simulations/experiments/delta_table.py:plot_table": "issue 14 rewrites the experiments",
-    "simulations/experiments/bounds_table.py:plot_bounds": "issue 14 rewrites the experiments",
-    "simulations/experiments/bounds_table.py:bounds_findings": "issue 14 rewrites the experiments",
     "simulations/experiments/plots.py:heat_maps": "issue 14 rewrites the plots",
 }
 
