@@ -19,7 +19,8 @@ paper's eps for Fig. 2 and Table V):
 ``paper`` and ``amplified`` share one shuffled round (both eps0 = 4); ``honest`` has its own.
 Each round runs on the fast path (:mod:`.fastpath`) or, with ``--pipeline``, through the real
 pipeline; the central Gaussians are drawn here from the true counts
-(:func:`shuffledp.analyzer.baseline.gaussian_baseline`) at each setting's (eps, delta).
+(:func:`shuffledp.analyzer.baseline.gaussian_baseline`), one release per distinct (eps, delta):
+``paper`` and ``honest`` both put it at (4, 1e-6) here, so they share one release per run.
 """
 
 from __future__ import annotations

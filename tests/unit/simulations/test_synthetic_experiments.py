@@ -178,6 +178,18 @@ def test_fig2_paper_and_amplified_share_the_shuffled_round(
         assert a["tv_gaussian"] != b["tv_gaussian"]
 
 
+def test_fig2_paper_and_honest_share_the_gaussian_release(
+    fig2: tuple[ExperimentOutput, Path],
+) -> None:
+    """Both put the Gaussian at (4, 1e-6) on the same data: one release, the same TV per run;
+    their shuffles differ (eps0 4 vs calibrated)."""
+    _, out = fig2
+    paper, honest = _rows(out / "fig-2-paper.csv"), _rows(out / "fig-2-honest.csv")
+    for a, b in zip(paper, honest, strict=True):
+        assert a["tv_gaussian"] == b["tv_gaussian"]
+        assert a["tv_shuffle_inv"] != b["tv_shuffle_inv"]
+
+
 def test_table5_writes_its_tables_with_the_published_values(
     table5: tuple[ExperimentOutput, Path],
 ) -> None:
