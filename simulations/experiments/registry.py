@@ -30,13 +30,29 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
         f"{_PACKAGE}.synthetic_utility:run",
         "Fig. 2: TV distance vs n, central Gaussian vs shuffle estimators, over runs",
     ),
-    "gowalla-sf": (
-        f"{_PACKAGE}.gowalla_utility:run_sf",
-        "Figs. 4-7, Tables V-VI on San Francisco check-ins: heat maps, TV vs n and eps",
+    "fig-3": (
+        f"{_PACKAGE}.fig_3:run",
+        "Fig. 3: the Gowalla check-ins of SF and Paris (maps, true distributions)",
     ),
-    "gowalla-paris": (
-        f"{_PACKAGE}.gowalla_utility:run_paris",
-        "Figs. 4-7, Tables V-VI on Paris check-ins: heat maps, TV vs n and eps",
+    "fig-4": (
+        f"{_PACKAGE}.fig_4_5:run_sf",
+        "Fig. 4: SF heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest)",
+    ),
+    "fig-5": (
+        f"{_PACKAGE}.fig_4_5:run_paris",
+        "Fig. 5: Paris heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest)",
+    ),
+    "fig-6": (
+        f"{_PACKAGE}.fig_6_7:run_sf",
+        "Fig. 6: SF, TV distance vs n (10k-100k), eps = 4 and 6, 10 runs (paper, honest)",
+    ),
+    "fig-7": (
+        f"{_PACKAGE}.fig_6_7:run_paris",
+        "Fig. 7: Paris, TV distance vs n (1k-10k), eps = 4 and 6, 10 runs (paper, honest)",
+    ),
+    "table-6": (
+        f"{_PACKAGE}.table_6:run",
+        "Table VI: individual-specific utility at the paper's cells, eps0 = eps = 4",
     ),
 }
 
