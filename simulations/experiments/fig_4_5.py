@@ -40,6 +40,7 @@ from shuffledp.simulations.experiments.gowalla_report import (
     fmt,
     median_text,
     randomness_text,
+    rounds_text,
     write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
@@ -49,7 +50,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
     RoundResult,
     RoundTask,
     make_plan,
-    run_round,
+    run_rounds,
     tv_values,
 )
 from shuffledp.simulations.experiments.runner import repetition_seed
@@ -103,7 +104,7 @@ def run_region(context: ExperimentContext, setup: RegionSetup) -> ExperimentOutp
         for index, plan in enumerate(plans)
         for run in range(runs)
     ]
-    results = context.repeat(run_round, tasks, label=f"{name}: rounds")
+    results = run_rounds(context, tasks, f"{name}: rounds")
     out = context.out
     files: list[Path] = []
     for plan in plans:
@@ -184,6 +185,8 @@ def _summary(
         "cases, but it is comparable'.",
         "",
         randomness_text(context),
+        "",
+        rounds_text(context),
         "",
         *data_lines({setup: population}),
         "## Settings and TV distance (median over runs)",

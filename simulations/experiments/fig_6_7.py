@@ -38,6 +38,7 @@ from shuffledp.simulations.experiments.gowalla_report import (
     data_lines,
     median_text,
     randomness_text,
+    rounds_text,
     write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
@@ -48,7 +49,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
     RoundTask,
     expected_counts,
     make_plan,
-    run_round,
+    run_rounds,
     tv_values,
 )
 from shuffledp.simulations.experiments.runner import repetition_seed
@@ -143,7 +144,7 @@ def run_region(context: ExperimentContext, setup: RegionSetup) -> ExperimentOutp
     ns = n_points(setup.quick_ns if context.quick else setup.ns, population.n)
     plans = _plans(context, name, population, ns)
     tasks = _tasks(context, setup, population, plans, ns, runs)
-    results = context.repeat(run_round, tasks, label=f"{name}: rounds")
+    results = run_rounds(context, tasks, f"{name}: rounds")
     out = context.out
     files: list[Path] = []
     for setting in SETTINGS:
@@ -250,6 +251,8 @@ def _summary(
         "especially when the value of n is small and privacy level is low (eps = 6)'.",
         "",
         randomness_text(context),
+        "",
+        rounds_text(context),
         "",
         *data_lines({setup: population}),
         "## Median TV distance",

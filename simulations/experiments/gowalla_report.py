@@ -14,7 +14,7 @@ import numpy as np
 from shuffledp.simulations.experiments.base import ExperimentContext
 from shuffledp.simulations.experiments.gowalla_data import Population, RegionSetup
 
-__all__ = ["data_lines", "fmt", "median_text", "randomness_text", "write_csv"]
+__all__ = ["data_lines", "fmt", "median_text", "randomness_text", "rounds_text", "write_csv"]
 
 
 def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Path:
@@ -59,6 +59,19 @@ def randomness_text(context: ExperimentContext) -> str:
         "SeedSequence spawn key (runner.repetition_seed), with independent streams for the draw "
         "of individuals, the k-RR and permutation, and the Gaussian noise; the numbers do not "
         "depend on --workers. Reproducible, not a privacy guarantee."
+    )
+
+
+def rounds_text(context: ExperimentContext) -> str:
+    """Which path the rounds took, for a summary."""
+    if context.pipeline:
+        return (
+            "Rounds: the real pipeline (--pipeline: broker, onion encryption, 3 hops), one "
+            "after the other."
+        )
+    return (
+        "Rounds: the fast in-process path (the clients' k-RR, the hops' permutation, the "
+        "analyzer's report; no broker or crypto, which cannot change the counts)."
     )
 
 

@@ -15,7 +15,9 @@ draw of individuals; the round's k-RR, permutation and Gaussian noise). :func:`r
    setting's (eps, gaussian_delta), from the round's seeded baseline stream (or the OS CSPRNG):
    ``Gaussian`` is its noisy histogram / n projected onto the simplex.
 
-TV distances are against the round's own truth (the histogram of its n individuals).
+TV distances are against the round's own truth (the histogram of its n individuals). With
+``--pipeline`` (:func:`run_rounds`) step 2 goes through the real pipeline instead, one round
+after the other.
 """
 
 from __future__ import annotations
@@ -31,7 +33,13 @@ from shuffledp.analyzer.baseline import gaussian_baseline
 from shuffledp.analyzer.estimators import raw_normalised
 from shuffledp.analyzer.metrics import tv_distance
 from shuffledp.errors import InvalidParameterError
-from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec, spec_sources
+from shuffledp.simulations.experiments.base import ExperimentContext
+from shuffledp.simulations.experiments.fastpath import (
+    RoundSpec,
+    run_spec,
+    run_specs_through_pipeline,
+    spec_sources,
+)
 from shuffledp.simulations.experiments.gowalla_data import draw_subset
 from shuffledp.simulations.experiments.settings import (
     SettingPrivacy,
@@ -45,8 +53,11 @@ __all__ = [
     "PlanRequest",
     "RoundResult",
     "RoundTask",
+    "finish_round",
     "make_plan",
     "run_round",
+    "run_rounds",
+    "task_spec",
 ]
 
 #: Estimator (figure label) -> CSV column of its TV distance.
@@ -73,6 +84,7 @@ ROUND_COLUMNS: tuple[str, ...] = (
     *ESTIMATORS.values(),
     "ibu_method",
     "randomness",
+    "path",
 )
 
 
@@ -136,6 +148,7 @@ class RoundResult:
     shuffle_delta_lower: float
     ibu_method: str
     randomness: str
+    path: str = "fast"
 
     @property
     def n(self) -> int:
@@ -165,18 +178,42 @@ class RoundResult:
             **{column: tv[key] for key, column in ESTIMATORS.items()},
             "ibu_method": self.ibu_method,
             "randomness": self.randomness,
+            "path": self.path,
         }
 
 
-def run_round(task: RoundTask) -> RoundResult:
-    """One round (module docstring; a top-level function: it pickles)."""
+def task_spec(task: RoundTask) -> RoundSpec:
+    """The round's :class:`RoundSpec`: its n individuals, k-RR at eps0, accounted at eps."""
     privacy = task.privacy
     values = draw_subset(task.population, task.n, task.subset_seed)
-    spec = RoundSpec(
+    return RoundSpec(
         values=values, k=privacy.k, eps0=privacy.eps0, eps=privacy.eps, seed=task.seed,
         label=task.label,
     )  # fmt: skip
-    report = run_spec(spec)
+
+
+def run_round(task: RoundTask) -> RoundResult:
+    """One round on the fast path (module docstring; a top-level function: it pickles)."""
+    return finish_round(task, run_spec(task_spec(task)))
+
+
+def run_rounds(
+    context: ExperimentContext, tasks: Sequence[RoundTask], label: str
+) -> list[RoundResult]:
+    """Every round: on the fast path through ``context.repeat``, or with ``--pipeline`` through
+    the real pipeline (broker, onion encryption, 3 hops), one after the other (slow: about
+    2,700 reports/s; use it with ``--quick``)."""
+    if not context.pipeline:
+        return context.repeat(run_round, tasks, label=label)
+    specs = [task_spec(task) for task in tasks]
+    reports = run_specs_through_pipeline(specs, quiet=context.quiet, label=label)
+    return [finish_round(task, report) for task, report in zip(tasks, reports, strict=True)]
+
+
+def finish_round(task: RoundTask, report: dict[str, Any]) -> RoundResult:
+    """The :class:`RoundResult` of a round from its report (fast path or pipeline): the
+    estimators' distributions and the Gaussian's release at the setting's (eps, delta)."""
+    privacy = task.privacy
     truth = np.asarray(report["true_histogram"], dtype=np.int64)
     state = spec_sources(task.seed)[1] if task.seed is not None else None
     release = gaussian_baseline(truth, privacy.eps, privacy.gaussian_delta, random_state=state)
@@ -199,6 +236,7 @@ def run_round(task: RoundTask) -> RoundResult:
         shuffle_delta_lower=float(section["delta_lower"]),
         ibu_method=str(report.get("IBU_method")),
         randomness=str(report.get("randomness")),
+        path=str(report.get("path", "pipeline")),
     )
 
 

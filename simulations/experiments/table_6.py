@@ -48,6 +48,7 @@ from shuffledp.simulations.experiments.gowalla_data import (
 from shuffledp.simulations.experiments.gowalla_report import (
     data_lines,
     randomness_text,
+    rounds_text,
     write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
@@ -55,7 +56,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
     RoundResult,
     RoundTask,
     make_plan,
-    run_round,
+    run_rounds,
 )
 from shuffledp.simulations.experiments.runner import repetition_seed
 from shuffledp.validation import require_int
@@ -137,7 +138,7 @@ def run(context: ExperimentContext) -> ExperimentOutput:
         for s_index in range(len(SETTINGS))
         for run in range(runs)
     ]
-    results = context.repeat(run_round, tasks, label=f"{NAME}: rounds")
+    results = run_rounds(context, tasks, f"{NAME}: rounds")
     out = context.out
     table = "\n".join(table_lines(results))
     files = [write_csv(out / f"{NAME}.csv", CSV_COLUMNS, _csv_rows(results))]
@@ -268,6 +269,8 @@ def _summary(
         "cell: a different reading of x0 moves the numbers within that spread.",
         "",
         randomness_text(context),
+        "",
+        rounds_text(context),
         "",
         *data_lines(populations),
         "## Table VI, published and ours",

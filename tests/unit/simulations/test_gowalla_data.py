@@ -3,8 +3,10 @@ loading, subsets, the sweep's n, Table VI's cells and errors, and the stop witho
 
 from __future__ import annotations
 
+import csv
 import math
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -13,9 +15,10 @@ from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.data.fetch import CACHE_ENV
 from shuffledp.simulations.data.regions import PRESETS
+from shuffledp.simulations.experiments import fig_4_5, gowalla_rounds, table_6
 from shuffledp.simulations.experiments import gowalla_data as gd
-from shuffledp.simulations.experiments import table_6
-from shuffledp.simulations.experiments.base import ExperimentError
+from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentError
+from shuffledp.simulations.experiments.fastpath import RoundSpec, run_spec
 from shuffledp.simulations.experiments.fig_6_7 import n_points
 from shuffledp.simulations.experiments.gowalla_data import GOWALLA_EXPERIMENTS
 from shuffledp.simulations.experiments.gowalla_rounds import RoundResult
@@ -187,3 +190,38 @@ def test_a_missing_slice_in_data_dir_is_one_clear_error(tmp_path: Path) -> None:
     missing = tmp_path / "missing.csv"
     with pytest.raises(ExperimentError, match=f"{missing} does not exist"):
         gd.find_dataset(gd.PARIS, str(missing), None)
+
+
+@pytest.mark.slow
+def test_pipeline_mode_sends_every_round_to_the_pipeline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--pipeline: every round of fig-5 (2 settings x runs) goes to ``run_specs_through_pipeline``
+    (replaced here by the fast path: this checks the plumbing), at the setting's eps0 and eps."""
+    sent: list[RoundSpec] = []
+
+    def fake_pipeline(specs: list[RoundSpec], **options: Any) -> list[dict[str, Any]]:
+        sent.extend(specs)
+        return [{**run_spec(spec), "path": "pipeline"} for spec in specs]
+
+    monkeypatch.setattr(gowalla_rounds, "run_specs_through_pipeline", fake_pipeline)
+    out = tmp_path / "out"
+    out.mkdir()
+    context = ExperimentContext(
+        out=out, quick=True, runs=2, seed=3, pipeline=True, repeat=_refuse, quiet=True,
+        options={"dataset": str(_tiny_file(tmp_path))},
+    )  # fmt: skip
+    output = fig_4_5.run_paris(context)
+    assert len(sent) == 2 * 2 and {spec.values.size for spec in sent} == {12}
+    rows = list(csv.DictReader((out / "fig-5.csv").read_text(encoding="utf-8").splitlines()))
+    assert len(rows) == 4 and {row["path"] for row in rows} == {"pipeline"}
+    paper = [spec for spec in sent if spec.eps0 == 4.0]
+    assert len(paper) == 2 and all(spec.eps == 4.0 for spec in paper)
+    assert all(spec.eps == 4.0 and spec.eps0 > 4.0 for spec in sent if spec not in paper)
+    assert "the real pipeline" in output.summary
+
+
+def _refuse(fn: Any, items: Any, *, label: str) -> list[Any]:
+    """A repeater for the accountant's plans only: rounds must not come through here."""
+    assert "accountant" in label, label
+    return [fn(item) for item in items]
