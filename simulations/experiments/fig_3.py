@@ -62,7 +62,7 @@ def draw(
 ) -> tuple[Path, Path]:
     """The 2 x 2 figure: maps on top, heat maps below, one column per region."""
     plt = pyplot()
-    fig, axes = plt.subplots(2, 2, figsize=(10.5, 7.8), layout="constrained")
+    fig, axes = plt.subplots(2, 2, figsize=(9.6, 7.2), layout="constrained")
     try:
         for column, setup in enumerate(SETUPS):
             region = setup.grid

@@ -197,8 +197,20 @@ def test_pipeline_mode_sends_every_round_to_the_pipeline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """--pipeline: every round of fig-5 (2 settings x runs) goes to ``run_specs_through_pipeline``
-    (replaced here by the fast path: this checks the plumbing), at the setting's eps0 and eps."""
+    (replaced here by the fast path: this checks the plumbing), at the setting's eps0 and eps.
+    The honest plan is a stand-in with eps0 = 6 (calibrating at n = 12 takes seconds)."""
     sent: list[RoundSpec] = []
+
+    def plan(request: gowalla_rounds.PlanRequest) -> SettingPrivacy:
+        if request.setting == "paper":
+            return gowalla_rounds.make_plan(request)
+        return SettingPrivacy(
+            setting="honest", n=request.n, k=request.k, eps0=6.0, eps=request.eps,
+            gaussian_delta=1e-6, shuffle_delta_upper=1e-6, shuffle_delta_lower=0.0,
+            printed_delta=None, note="stand-in",
+        )  # fmt: skip
+
+    monkeypatch.setattr(fig_4_5, "make_plan", plan)
 
     def fake_pipeline(specs: list[RoundSpec], **options: Any) -> list[dict[str, Any]]:
         sent.extend(specs)
