@@ -7,13 +7,16 @@ All N individuals of the region (n = N), eps = 4, in two settings
 * ``paper``: eps0 = eps = 4; the Gaussian at (4, delta_paper) (the printed formula gives 0 at
   eps = eps0, so delta_paper = 1e-6, our assumption); the shuffle's valid guarantee is (4, 0).
 * ``honest``: both at (4, 1e-6): eps0 calibrated, the Gaussian at exactly (4, 1e-6).
+* ``amplified`` (an extra view): eps0 = 4 as in ``paper``, but the Gaussian at the shuffle's own
+  valid guarantee, its tight eps at delta = 1e-6 (the amplification by shuffling).
 
 Each figure (one per setting) shows run 0's heat maps on one colour scale: the true
 distribution, the Gaussian, the raw shuffle and shuffle+INV, each caption with its TV distance
 and its mechanism's (eps, delta). The runs (10; ``--quick`` 2; the paper shows one) give the TV
 medians of the summary.
 
-Outputs (NAME = fig-4 or fig-5): ``NAME-paper.png``, ``NAME-honest.png`` (+ ``.svg``),
+Outputs (NAME = fig-4 or fig-5): ``NAME-paper.png``, ``NAME-honest.png``,
+``NAME-amplified.png`` (+ ``.svg``),
 ``NAME.csv`` (one row per setting and run), ``NAME-maps.csv`` (run 0's share per cell and
 panel) and ``SUMMARY-NAME.md``.
 """
@@ -62,7 +65,7 @@ __all__ = ["EPS", "FULL_RUNS", "PANELS", "QUICK_RUNS", "SETTINGS", "run_paris", 
 EPS = 4.0
 FULL_RUNS = 10
 QUICK_RUNS = 2
-SETTINGS = ("paper", "honest")
+SETTINGS = ("paper", "honest", "amplified")
 #: Heat-map panels, in order: the truth, then the releases.
 PANELS = ("true", "Gaussian", "shuffle", "shuffle+INV")
 NAMES = {SF.name: "fig-4", PARIS.name: "fig-5"}
@@ -120,8 +123,8 @@ def run_region(context: ExperimentContext, setup: RegionSetup) -> ExperimentOutp
 
 def _guarantee(privacy: SettingPrivacy, mechanism: str, delta: float) -> str:
     if mechanism == "Gaussian":
-        return f"({privacy.eps:g}, {privacy.gaussian_delta:.2g})-DP"
-    return f"k-RR eps0 = {privacy.eps0:.3g}; ({privacy.eps:g}, {delta:.2g})-DP"
+        return f"({privacy.eps:.3g}, {privacy.gaussian_delta:.2g})-DP"
+    return f"k-RR eps0 = {privacy.eps0:.3g}; ({privacy.eps:.3g}, {delta:.2g})-DP"
 
 
 def _figure(path: Path, setup: RegionSetup, result: RoundResult) -> tuple[Path, Path]:
@@ -141,7 +144,7 @@ def _figure(path: Path, setup: RegionSetup, result: RoundResult) -> tuple[Path, 
         rows=region.rows,
         columns=region.columns,
         title=f"{setup.title}, setting '{privacy.setting}': n = {result.n:,}, k = {region.k}, "
-        f"eps = {privacy.eps:g} (run 0)",
+        f"eps = {privacy.eps:.3g} (run 0)",
         colorbar_label="share of individuals",
         extent=(region.lon_min, region.lon_max, region.lat_min, region.lat_max),
     )
@@ -201,8 +204,8 @@ def _summary(
         ratio = float(np.median(tv["Gaussian"])) / float(np.median(tv["shuffle+INV"]))
         shuffle_delta = max(r.shuffle_delta for r in results if r.privacy.setting == plan.setting)
         lines.append(
-            f"| {plan.setting} | {plan.eps0:.4g} | ({plan.eps:g}, {plan.gaussian_delta:.3g}) | "
-            f"({plan.eps:g}, {fmt(shuffle_delta, '.3g')}) | "
+            f"| {plan.setting} | {plan.eps0:.4g} | ({plan.eps:.3g}, {plan.gaussian_delta:.3g}) | "
+            f"({plan.eps:.3g}, {fmt(shuffle_delta, '.3g')}) | "
             + " | ".join(median_text(tv[key], ".4g") for key in ESTIMATORS)
             + f" | {ratio:.3g} |"
         )

@@ -43,6 +43,7 @@ from shuffledp.simulations.experiments.fastpath import (
 from shuffledp.simulations.experiments.gowalla_data import draw_subset
 from shuffledp.simulations.experiments.settings import (
     SettingPrivacy,
+    amplified_privacy,
     honest_privacy,
     paper_privacy,
 )
@@ -90,7 +91,8 @@ ROUND_COLUMNS: tuple[str, ...] = (
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class PlanRequest:
-    """One setting's privacy for n individuals in k cells at eps (computed in the workers).
+    """One setting's privacy for n individuals in k cells at the paper's eps (computed in the
+    workers; for ``amplified`` that eps is k-RR's eps0 and the Gaussian gets the shuffle's eps).
     ``expected_counts``: individuals per cell expected among the n (the paper setting's eq. 10
     maximises its printed formula over x0 with n_x0 = count - 1)."""
 
@@ -105,10 +107,14 @@ def make_plan(request: PlanRequest) -> SettingPrivacy:
     """The :class:`SettingPrivacy` of a request (top-level: it runs in worker processes)."""
     if request.setting == "honest":
         return honest_privacy(request.n, request.k, request.eps)
+    if request.setting == "amplified":
+        return amplified_privacy(request.n, request.k, request.eps)
     if request.setting == "paper":
         others = tuple(max(count - 1, 0) for count in request.expected_counts if count > 0)
         return paper_privacy(request.n, request.k, request.eps, others or (0,))
-    raise InvalidParameterError(f"setting must be 'paper' or 'honest', got {request.setting!r}")
+    raise InvalidParameterError(
+        f"setting must be 'paper', 'honest' or 'amplified', got {request.setting!r}"
+    )
 
 
 def expected_counts(counts: npt.NDArray[np.int64], n: int) -> tuple[int, ...]:

@@ -196,18 +196,19 @@ def test_a_missing_slice_in_data_dir_is_one_clear_error(tmp_path: Path) -> None:
 def test_pipeline_mode_sends_every_round_to_the_pipeline(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """--pipeline: every round of fig-5 (2 settings x runs) goes to ``run_specs_through_pipeline``
+    """--pipeline: every round of fig-5 (3 settings x runs) goes to ``run_specs_through_pipeline``
     (replaced here by the fast path: this checks the plumbing), at the setting's eps0 and eps.
-    The honest plan is a stand-in with eps0 = 6 (calibrating at n = 12 takes seconds)."""
+    The honest and amplified plans are stand-ins (the accountant at n = 12 takes seconds)."""
     sent: list[RoundSpec] = []
 
     def plan(request: gowalla_rounds.PlanRequest) -> SettingPrivacy:
         if request.setting == "paper":
             return gowalla_rounds.make_plan(request)
+        honest = request.setting == "honest"
         return SettingPrivacy(
-            setting="honest", n=request.n, k=request.k, eps0=6.0, eps=request.eps,
-            gaussian_delta=1e-6, shuffle_delta_upper=1e-6, shuffle_delta_lower=0.0,
-            printed_delta=None, note="stand-in",
+            setting=request.setting, n=request.n, k=request.k, eps0=6.0 if honest else 4.0,
+            eps=request.eps if honest else 1.0, gaussian_delta=1e-6, shuffle_delta_upper=1e-6,
+            shuffle_delta_lower=0.0, printed_delta=None, note="stand-in",
         )  # fmt: skip
 
     monkeypatch.setattr(fig_4_5, "make_plan", plan)
@@ -224,12 +225,13 @@ def test_pipeline_mode_sends_every_round_to_the_pipeline(
         options={"dataset": str(_tiny_file(tmp_path))},
     )  # fmt: skip
     output = fig_4_5.run_paris(context)
-    assert len(sent) == 2 * 2 and {spec.values.size for spec in sent} == {12}
+    assert len(sent) == 3 * 2 and {spec.values.size for spec in sent} == {12}
     rows = list(csv.DictReader((out / "fig-5.csv").read_text(encoding="utf-8").splitlines()))
-    assert len(rows) == 4 and {row["path"] for row in rows} == {"pipeline"}
-    paper = [spec for spec in sent if spec.eps0 == 4.0]
-    assert len(paper) == 2 and all(spec.eps == 4.0 for spec in paper)
-    assert all(spec.eps == 4.0 and spec.eps0 > 4.0 for spec in sent if spec not in paper)
+    assert len(rows) == 6 and {row["path"] for row in rows} == {"pipeline"}
+    # (eps0, eps) of the rounds sent: paper (4, 4), honest (6, 4), amplified (4, 1)
+    assert sorted((spec.eps0, spec.eps) for spec in sent) == sorted(
+        [(4.0, 4.0), (6.0, 4.0), (4.0, 1.0)] * 2
+    )
     assert "the real pipeline" in output.summary
 
 

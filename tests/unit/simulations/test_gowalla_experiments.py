@@ -102,9 +102,9 @@ def outputs(
 EXPECTED_FILES = {
     "fig-3": {"fig-3.png", "fig-3.svg", "fig-3-counts.csv"},
     "fig-4": {"fig-4-paper.png", "fig-4-paper.svg", "fig-4-honest.png", "fig-4-honest.svg",
-              "fig-4.csv", "fig-4-maps.csv"},
+              "fig-4-amplified.png", "fig-4-amplified.svg", "fig-4.csv", "fig-4-maps.csv"},
     "fig-5": {"fig-5-paper.png", "fig-5-paper.svg", "fig-5-honest.png", "fig-5-honest.svg",
-              "fig-5.csv", "fig-5-maps.csv"},
+              "fig-5-amplified.png", "fig-5-amplified.svg", "fig-5.csv", "fig-5-maps.csv"},
     "fig-6": {"fig-6-paper.png", "fig-6-paper.svg", "fig-6-honest.png", "fig-6-honest.svg",
               "fig-6.csv"},
     "fig-7": {"fig-7-paper.png", "fig-7-paper.svg", "fig-7-honest.png", "fig-7-honest.svg",
@@ -165,15 +165,17 @@ def test_every_round_runs_at_its_settings_privacy_and_the_gaussians_sigma_matche
     outputs: dict[str, tuple[Path, ExperimentOutput]],
 ) -> None:
     rows = _round_rows(outputs)
-    assert {r["setting"] for r in rows} == {"paper", "honest"}
+    assert {r["setting"] for r in rows} == {"paper", "honest", "amplified"}
     for r in rows:
         eps, eps0 = float(r["eps"]), float(r["eps0"])
         delta, sigma = float(r["gaussian_delta"]), float(r["gaussian_sigma"])
-        assert delta == 1e-6  # paper: the printed formula's 0 replaced by 1e-6; honest: 1e-6
+        assert delta == 1e-6  # paper: the printed formula's 0 replaced by 1e-6; others: 1e-6
         if r["setting"] == "paper":
             assert eps0 == eps and float(r["shuffle_delta"]) == 0.0  # k-RR alone: (eps0, 0)
-        else:
+        elif r["setting"] == "honest":
             assert eps0 > eps and 0.0 < float(r["shuffle_delta"]) <= 1e-6
+        else:  # amplified: k-RR at the paper's eps0, both at the shuffle's eps(1e-6)
+            assert eps0 == 4.0 and eps < 1.0 and 0.0 < float(r["shuffle_delta"]) <= 1e-6
         # sigma is the analytic calibration: delta(sigma) <= 1e-6 < delta(0.999 sigma)
         assert _gaussian_delta(sigma, eps) <= delta * (1 + 1e-6)
         assert _gaussian_delta(0.999 * sigma, eps) > delta
