@@ -36,11 +36,11 @@ EXPERIMENTS: dict[str, tuple[str, str]] = {
     ),
     "fig-4": (
         f"{_PACKAGE}.fig_4_5:run_sf",
-        "Fig. 4: SF heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest)",
+        "Fig. 4: SF heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest, amplified)",
     ),
     "fig-5": (
         f"{_PACKAGE}.fig_4_5:run_paris",
-        "Fig. 5: Paris heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest)",
+        "Fig. 5: Paris heat maps, Gaussian vs shuffle(+INV) at eps = 4 (paper, honest, amplified)",
     ),
     "fig-6": (
         f"{_PACKAGE}.fig_6_7:run_sf",
