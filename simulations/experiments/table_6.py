@@ -61,7 +61,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
 from shuffledp.simulations.experiments.runner import repetition_seed
 from shuffledp.validation import require_int
 
-__all__ = ["EPS", "PUBLISHED", "SETTINGS", "cell_errors", "run"]
+__all__ = ["EPS", "PUBLISHED", "READINGS", "SETTINGS", "cell_errors", "read_cell", "run"]
 
 NAME = "table-6"
 EPS = 4.0
@@ -231,6 +231,49 @@ def _all_cells_line(
     )
 
 
+#: Readings of the paper's cell index x0 on a rows x columns grid, as our cell numbers.
+READINGS: dict[str, str] = {
+    "ours": "0-based, row-major from the south-west (what the table uses)",
+    "1-based": "1-based, row-major from the south-west",
+    "from the north": "0-based, row-major from the north-west",
+    "column-major": "0-based, column-major from the south-west",
+}
+
+
+def read_cell(x0: int, reading: str, rows: int, columns: int) -> int:
+    """Our cell number of the paper's x0 under ``reading`` (see :data:`READINGS`)."""
+    if reading == "ours":
+        return x0
+    if reading == "1-based":
+        return x0 - 1
+    if reading == "from the north":
+        row, column = divmod(x0, columns)
+        return (rows - 1 - row) * columns + column
+    if reading == "column-major":
+        column, row = divmod(x0, rows)
+        return row * columns + column
+    raise ValueError(f"reading must be one of {', '.join(READINGS)}, got {reading!r}")
+
+
+def _reading_lines(populations: dict[RegionSetup, Population]) -> list[str]:
+    """The true count of each table cell under each reading of x0."""
+    lines = [
+        "| region | x0 | " + " | ".join(READINGS) + " |",
+        "|---|---|" + "---|" * len(READINGS),
+    ]
+    for setup, population in populations.items():
+        counts = population.counts
+        grid = setup.grid
+        for x0 in setup.table_cells:
+            cells = [read_cell(x0, r, grid.rows, grid.columns) for r in READINGS]
+            lines.append(
+                f"| {setup.title} | {x0} | "
+                + " | ".join(f"{int(counts[c]):,} (cell {c})" for c in cells)
+                + " |"
+            )
+    return lines
+
+
 def _implied_sigma_lines(populations: dict[RegionSetup, Population]) -> list[str]:
     """What Gaussian sigma the published values suggest: for N(0, sigma), the median of |noise|
     is 0.6745 sigma, so sigma ~ n * median(published) / 0.6745 (7 values: a rough estimate)."""
@@ -285,5 +328,14 @@ def _summary(
             privacy = notes[setting + setup.name]
             lines.append(f"- {setup.title}, `{setting}`: {privacy.note}")
     lines += ["", "## The published Gaussian errors", "", *_implied_sigma_lines(populations)]
+    lines += [
+        "",
+        "## Other readings of x0",
+        "",
+        "True count (our cell number) of each table cell under four readings of the paper's "
+        "index: " + "; ".join(f"{key}: {text}" for key, text in READINGS.items()) + ".",
+        "",
+        *_reading_lines(populations),
+    ]
     lines += ["", "Files: " + ", ".join(f"`{p.name}`" for p in files) + ".", ""]
     return "\n".join(lines)

@@ -135,6 +135,18 @@ def test_table_6_cells_are_the_papers_indices_in_our_row_major_numbering() -> No
     assert math.isclose(lon_lo, sf.lon_min + 16 * (sf.lon_max - sf.lon_min) / 24)
 
 
+def test_other_readings_of_x0_by_hand() -> None:
+    """SF (17 rows x 24 columns), x0 = 40: row 1, column 16 from the south-west; 1-based: 39;
+    from the north: row 15 from the south, cell 15 * 24 + 16 = 376; column-major: column 2,
+    row 6, cell 6 * 24 + 2 = 146."""
+    cells = {r: table_6.read_cell(40, r, 17, 24) for r in table_6.READINGS}
+    assert cells == {"ours": 40, "1-based": 39, "from the north": 376, "column-major": 146}
+    for reading in table_6.READINGS:  # every reading maps the grid onto itself one to one
+        first = 1 if reading == "1-based" else 0
+        mapped = {table_6.read_cell(x, reading, 17, 24) for x in range(first, first + 408)}
+        assert mapped == set(range(408))
+
+
 def test_table_6_errors_by_hand() -> None:
     """n = 10 in 4 cells, truth (5, 3, 2, 0). Gaussian noisy counts (6.5, 3, 1, -0.5): errors
     (0.15, 0, 0.1, 0.05); shuffle+INV shares (0.4, 0.3, 0.3, 0): errors (0.1, 0, 0.1, 0)."""
