@@ -251,3 +251,18 @@ def _refuse(fn: Any, items: Any, *, label: str) -> list[Any]:
     """A repeater for the accountant's plans only: rounds must not come through here."""
     assert "accountant" in label, label
     return [fn(item) for item in items]
+
+
+def test_dataset_is_refused_for_experiments_that_do_not_read_check_ins(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`all` holds experiments without check-ins: --dataset is a usage error (exit 2, one line
+    naming the Gowalla experiments), before anything runs."""
+    path = _tiny_file(tmp_path)
+    out = tmp_path / "out"
+    code = main(["experiment", "all", "--quick", "--out", str(out), "--dataset", str(path)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1
+    assert "--dataset applies to the Gowalla experiments only" in err
+    assert all(name in err for name in GOWALLA_EXPERIMENTS)
+    assert not out.exists()
