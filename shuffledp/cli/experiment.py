@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
         "files, PNG figures and a markdown summary into --out.\n\nexperiments:\n"
         f"{names}\n  {ALL:<18} every experiment above, each into its own sub-folder of --out",
         examples=[
-            "shuffledp experiment bounds-table --out /tmp/shuffledp-results --quick",
+            "shuffledp experiment table-2 --out /tmp/shuffledp-results --quick",
             "shuffledp experiment synthetic-utility --out /tmp/shuffledp-results --runs 20 --seed 1",
             "shuffledp experiment all --out /tmp/shuffledp-results --quick --pipeline",
         ],
@@ -160,7 +160,7 @@ def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentError
+    from shuffledp.simulations.experiments.base import ExperimentError
     from shuffledp.simulations.experiments.registry import EXPERIMENTS, load_experiment
     from shuffledp.simulations.experiments.runner import DaskRepeater, LocalRepeater
     from shuffledp.simulations.pipeline.simulate import SimulationError
@@ -180,19 +180,7 @@ def run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     with repeater:
         for name in selected:
-            out = args.out / name if args.name == ALL else args.out
-            out.mkdir(parents=True, exist_ok=True)
-            context = ExperimentContext(
-                out=out,
-                quick=args.quick,
-                runs=args.runs,
-                seed=args.seed,
-                pipeline=args.pipeline,
-                repeat=repeater,
-                data_dir=args.data_dir,
-                quiet=args.quiet,
-                options={} if args.dataset is None else {"dataset": args.dataset},
-            )
+            context = _context(args, name, repeater)
             experiment_started = time.perf_counter()
             try:
                 experiment = load_experiment(name)
@@ -213,12 +201,7 @@ def run(args: argparse.Namespace) -> int:
                 failures += 1
                 _error(f"{name}: {exc}", 1)
                 continue
-            print(f"{name}: {_duration(time.perf_counter() - experiment_started)}")
-            for path in output.files:
-                print(f"  {path}")
-            summaries = [path for path in output.files if path.suffix == ".md"]
-            if summaries:
-                print(f"  summary: {summaries[0]}")
+            _print_output(name, output, time.perf_counter() - experiment_started)
     if args.name == ALL:
         done = len(selected) - failures
         print(
@@ -226,6 +209,35 @@ def run(args: argparse.Namespace) -> int:
             f"{_duration(time.perf_counter() - started)} (wall clock)"
         )
     return 1 if failures else 0
+
+
+def _context(args: argparse.Namespace, name: str, repeater: Any) -> Any:
+    """The :class:`ExperimentContext` of experiment ``name`` (``all``: its own sub-folder)."""
+    from shuffledp.simulations.experiments.base import ExperimentContext
+
+    out = args.out / name if args.name == ALL else args.out
+    out.mkdir(parents=True, exist_ok=True)
+    return ExperimentContext(
+        out=out,
+        quick=args.quick,
+        runs=args.runs,
+        seed=args.seed,
+        pipeline=args.pipeline,
+        repeat=repeater,
+        data_dir=args.data_dir,
+        quiet=args.quiet,
+        options={} if args.dataset is None else {"dataset": args.dataset},
+    )
+
+
+def _print_output(name: str, output: Any, seconds: float) -> None:
+    """``name: 12.3 s``, then every file written, then the summary's path."""
+    print(f"{name}: {_duration(seconds)}")
+    for path in output.files:
+        print(f"  {path}")
+    summaries = [path for path in output.files if path.suffix == ".md"]
+    if summaries:
+        print(f"  summary: {summaries[0]}")
 
 
 def _duration(seconds: float) -> str:

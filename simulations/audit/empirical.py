@@ -521,7 +521,7 @@ def published_value(
     """The seed paper's printed Theorem IV.1 value (Table IV) where the point is one it quotes."""
     if nx0 is None:
         return None
-    from shuffledp.simulations.experiments.delta_table import PUBLISHED_TABLE_IV
+    from shuffledp.simulations.experiments.published import PUBLISHED_TABLE_IV
 
     value = PUBLISHED_TABLE_IV.get((n, k, float(eps0), nx0), {}).get(float(eps))
     if value is None:

@@ -18,13 +18,17 @@ _PACKAGE = "shuffledp.simulations.experiments"
 
 #: name -> (target, one-line description)
 EXPERIMENTS: dict[str, tuple[str, str]] = {
-    "bounds-table": (
-        f"{_PACKAGE}.bounds_table:run",
-        "Table II grid (eps0 = 0.49, n = 100, 1000): every bound side by side",
+    "table-2": (
+        f"{_PACKAGE}.table_2:run",
+        "Table II (eps0 = 0.49, n = 100, 1000): published columns beside ours, every bound",
     ),
-    "delta-table": (
-        f"{_PACKAGE}.delta_table:run",
-        "Table IV grid (n_x0 = 80) and the delta(eps, eps0) surface of Fig. 1",
+    "table-4": (
+        f"{_PACKAGE}.table_4:run",
+        "Table IV (vary eps0, n, k): published vs printed formula, single-bin, tight bracket",
+    ),
+    "fig-1": (
+        f"{_PACKAGE}.fig_1:run",
+        "Fig. 1: delta over (eps, eps0), the printed formula beside the valid delta_upper",
     ),
     "synthetic-utility": (
         f"{_PACKAGE}.synthetic_utility:run",

@@ -17,11 +17,7 @@ FOLDERS = ("shuffledp", "accountant", "protocol", "clients", "shuffler", "analyz
 
 #: "path:function" -> why it is still longer than LIMIT.
 WAITING: dict[str, str] = {
-    "simulations/experiments/delta_table.py:delta_summary": "issue 14 rewrites the experiments",
-    "simulations/experiments/delta_table.py:plot_table": "issue 14 rewrites the experiments",
     "simulations/experiments/synthetic_utility.py:_summary": "issue 14 rewrites the experiments",
-    "simulations/experiments/bounds_table.py:plot_bounds": "issue 14 rewrites the experiments",
-    "simulations/experiments/bounds_table.py:bounds_findings": "issue 14 rewrites the experiments",
     "simulations/experiments/plots.py:heat_maps": "issue 14 rewrites the plots",
     "simulations/experiments/fastpath.py:run_round": "issue 14 rewrites the experiments",
 }

@@ -410,7 +410,7 @@ def test_experiments_without_data_stop_before_any_work(
     assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
     assert "run `shuffledp data fetch gowalla`" in captured.err
     assert str(no_data) in captured.err
-    assert not out.exists()  # not even the first experiment (bounds-table) ran
+    assert not out.exists()  # not even the first experiment (table-2) ran
 
 
 def test_experiments_find_the_cached_file(
