@@ -51,7 +51,7 @@ def add_parser(subparsers: Any) -> None:
         "SNAP publishes no SHA-256, so it is trusted on first use) and checked on every later "
         "use. A cached file is checked, never downloaded again.\n\nnames:\n"
         "  gowalla   SNAP's loc-gowalla_totalCheckins.txt.gz (105 MB), read by\n"
-        "            shuffledp experiment gowalla-sf and gowalla-paris",
+        "            shuffledp experiment fig-3 ... fig-7 and table-6",
         examples=[
             "shuffledp data fetch gowalla",
             "shuffledp data fetch gowalla --dir /data/shuffledp --quiet",

@@ -78,7 +78,7 @@ def add_parser(subparsers: Any) -> None:
         "--dataset",
         type=Path,
         metavar="FILE",
-        help="gowalla-sf / gowalla-paris: a check-in file to use instead of the slice in "
+        help="fig-3 ... fig-7, table-6: a check-in file to use instead of the slice in "
         "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
         "the region; or lat,lon CSV: one per row)",
     )
@@ -128,11 +128,13 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
         raise InvalidParameterError(
             f"unknown experiment {args.name!r}; choose one of: {', '.join([*names, ALL])}"
         )
+    from shuffledp.simulations.experiments.gowalla_data import GOWALLA_EXPERIMENTS
+
     if args.dataset is not None:
         check_input_file("--dataset", args.dataset)
-        if not all(name.startswith("gowalla") for name in selected):
+        if not all(name in GOWALLA_EXPERIMENTS for name in selected):
             raise InvalidParameterError(
-                "--dataset applies to the gowalla-sf and gowalla-paris experiments only"
+                f"--dataset applies to the Gowalla experiments only ({', '.join(GOWALLA_EXPERIMENTS)})"
             )
     if args.data_dir is not None and not args.data_dir.is_dir():
         raise InvalidParameterError(
@@ -147,11 +149,14 @@ def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
     """Find every check-in file now, before any experiment starts: a missing one is one line
     naming `shuffledp data fetch gowalla` (ExperimentError, exit status 1), not a failure after
     the experiments before it have run."""
-    from shuffledp.simulations.experiments.gowalla_utility import EXPERIMENTS, find_dataset
+    from shuffledp.simulations.experiments.gowalla_data import (
+        GOWALLA_EXPERIMENTS,
+        SETUPS,
+        check_data,
+    )
 
-    for name in selected:
-        if name in EXPERIMENTS:
-            find_dataset(EXPERIMENTS[name], args.dataset, args.data_dir)
+    if any(name in GOWALLA_EXPERIMENTS for name in selected):
+        check_data(tuple(SETUPS.values()), args.dataset, args.data_dir)
 
 
 def run(args: argparse.Namespace) -> int:

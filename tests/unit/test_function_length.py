@@ -17,9 +17,6 @@ FOLDERS = ("shuffledp", "accountant", "protocol", "clients", "shuffler", "analyz
 
 #: "path:function" -> why it is still longer than LIMIT.
 WAITING: dict[str, str] = {
-    "simulations/experiments/gowalla_utility.py:_summary": "issue 14 rewrites the experiments",
-    "simulations/experiments/gowalla_utility.py:run_region": "issue 14 rewrites the experiments",
-    "simulations/experiments/gowalla_utility.py:round_outcome": "issue 14 rewrites the experiments",
     "simulations/experiments/plots.py:heat_maps": "issue 14 rewrites the plots",
 }
 

@@ -179,7 +179,7 @@ def missing_inputs(tmp: Path) -> list[tuple[str, list[str], str]]:
         ),
         (
             "experiment",
-            ["experiment", "gowalla-sf", "--out", str(tmp / "o"), "--dataset", missing],
+            ["experiment", "fig-6", "--out", str(tmp / "o"), "--dataset", missing],
             f"--dataset {missing}: no such file",
         ),
     ]

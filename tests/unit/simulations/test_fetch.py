@@ -37,7 +37,7 @@ from shuffledp.simulations.data.fetch import (
     verify_cached,
 )
 from shuffledp.simulations.data.regions import PRESETS
-from shuffledp.simulations.experiments import gowalla_utility as gu
+from shuffledp.simulations.experiments import gowalla_data as gu
 from shuffledp.simulations.experiments.base import ExperimentError
 
 NAME = GOWALLA.filename
