@@ -30,9 +30,13 @@ def per_x0_figure(
     published: Mapping[str, Mapping[str, Sequence[float]]],
     *,
     title: str,
+    xlabel: str = "x0 (the paper's 1-based bin; 1 = lower tail, 8 = mode)",
+    table: str = "Table V",
 ) -> tuple[Path, Path]:
     """``panels[panel title][mechanism][i]``: the runs' errors at ``x0s[i]``;
-    ``published[panel title][mechanism][i]``: the paper's value there. Returns (png, svg)."""
+    ``published[panel title][mechanism][i]``: the paper's value there (labelled as ``table``'s).
+    Boxes and offsets scale with the spacing of ``x0s``. Returns (png, svg)."""
+    spacing = float(min(np.diff(sorted(x0s)), default=1.0)) if len(x0s) > 1 else 1.0
     plt = pyplot()
     fig, axes = plt.subplots(
         1, len(panels), squeeze=False, sharey=True, figsize=(5.2 * len(panels) + 0.6, 4.4),
@@ -40,11 +44,18 @@ def per_x0_figure(
     )  # fmt: skip
     try:
         for ax, (panel, series) in zip(axes[0], panels.items(), strict=True):
-            for label, per_x0 in series.items():
-                _draw(ax, label, x0s, per_x0, published[panel][label])
+            hidden = sum(
+                _draw(ax, label, x0s, per_x0, published[panel][label], spacing, table)
+                for label, per_x0 in series.items()
+            )
+            if hidden:  # a log axis cannot show an exact 0 (an empty cell estimated empty)
+                ax.text(
+                    0.98, 0.02, f"{hidden} value(s) = 0 not drawn (log axis)",
+                    transform=ax.transAxes, ha="right", fontsize="x-small",
+                )  # fmt: skip
             ax.set_yscale("log")
             ax.set_xticks(list(x0s))
-            ax.set_xlabel("x0 (the paper's 1-based bin; 1 = lower tail, 8 = mode)")
+            ax.set_xlabel(xlabel)
             ax.set_title(panel, fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
         axes[0][0].set_ylabel("|pihat_x0 - pi_x0|  (= |n pihat - n pi| / n)")
@@ -62,13 +73,18 @@ def _draw(
     x0s: Sequence[int],
     per_x0: Sequence[Sequence[float]],
     published: Sequence[float],
-) -> None:
+    spacing: float,
+    table: str,
+) -> int:
+    """Draw one mechanism; return how many of its values are <= 0 (not drawable on log y)."""
     style = series_style(label)
-    positions = [x0 + _OFFSETS.get(label, 0.0) for x0 in x0s]
-    runs = [np.asarray(values, dtype=np.float64) for values in per_x0]
-    if min(len(values) for values in runs) >= BOX_MIN_RUNS:
+    positions = [x0 + spacing * _OFFSETS.get(label, 0.0) for x0 in x0s]
+    every = [np.asarray(values, dtype=np.float64) for values in per_x0]
+    runs = [values[values > 0] for values in every]
+    hidden = sum(int(values.size) for values in every) - sum(int(v.size) for v in runs)
+    if min(len(values) for values in every) >= BOX_MIN_RUNS:
         parts = ax.boxplot(
-            runs, positions=positions, widths=0.36, patch_artist=True, manage_ticks=False,
+            runs, positions=positions, widths=0.36 * spacing, patch_artist=True, manage_ticks=False,
             medianprops={"color": "black"},
             flierprops={"markersize": 2, "markeredgecolor": style.colour, "alpha": 0.5},
         )  # fmt: skip
@@ -85,5 +101,6 @@ def _draw(
             label=f"{label} (ours, over runs)")  # fmt: skip
     ax.plot(
         positions, list(published), linestyle="none", marker="*", markersize=11,
-        markerfacecolor=style.colour, markeredgecolor="black", label=f"{label}: published (Table V)",
+        markerfacecolor=style.colour, markeredgecolor="black", label=f"{label}: published ({table})",
     )  # fmt: skip
+    return hidden

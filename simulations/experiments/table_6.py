@@ -22,8 +22,9 @@ count and prints one number per cell: we give the median and the 90th percentile
 the settings ``paper`` (eps0 = eps = 4, the Gaussian at (4, 1e-6): the printed formula gives
 delta = 0 at eps = eps0) and ``honest`` (both at (4, 1e-6), eps0 calibrated).
 
-Outputs: ``table-6.csv`` (one row per region, setting, run and table cell) and
-``SUMMARY-table-6.md`` (the table beside the published values).
+Outputs: ``table-6.csv`` (one row per region, setting, run and table cell),
+``table-6-<region>.png`` / ``.svg`` (per cell, our errors over runs beside the published value,
+one panel per setting) and ``SUMMARY-table-6.md`` (the table beside the published values).
 """
 
 from __future__ import annotations
@@ -142,6 +143,7 @@ def run(context: ExperimentContext) -> ExperimentOutput:
     out = context.out
     table = "\n".join(table_lines(results))
     files = [write_csv(out / f"{NAME}.csv", CSV_COLUMNS, _csv_rows(results))]
+    files += [path for setup in SETUPS for path in _figure(out, results, setup)]
     summary = _summary(context, populations, results, table, files)
     path = _write(out / f"SUMMARY-{NAME}.md", summary)
     return ExperimentOutput(name=NAME, files=(*files, path), summary=summary)
@@ -171,6 +173,38 @@ def _csv_rows(results: Sequence[RoundResult]) -> list[dict[str, Any]]:
                 }
             )  # fmt: skip
     return rows
+
+
+def _figure(out: Path, results: Sequence[RoundResult], setup: RegionSetup) -> tuple[Path, Path]:
+    """``table-6-<region>.png``: per published cell, our errors over runs (one panel per
+    setting) beside the paper's value, in the paper's unit."""
+    from shuffledp.simulations.experiments.table_5_plot import per_x0_figure
+
+    cells = list(PUBLISHED[setup.name])
+    panels: dict[str, dict[str, list[list[float]]]] = {}
+    published: dict[str, dict[str, list[float]]] = {}
+    for setting in SETTINGS:
+        errors = _errors(results, setup.name, setting)
+        eps0 = next(r.privacy.eps0 for r in results if r.privacy.setting == setting
+                    and r.region == setup.name)  # fmt: skip
+        title = f"{setting}: eps = {EPS:g}, eps0 = {eps0:.3g}"
+        panels[title] = {
+            "Gaussian": [[float(e.gaussian[c]) for e in errors] for c in cells],
+            "shuffle+INV": [[float(e.shuffle_inv[c]) for e in errors] for c in cells],
+        }
+        published[title] = {
+            "Gaussian": [PUBLISHED[setup.name][c][0] for c in cells],
+            "shuffle+INV": [PUBLISHED[setup.name][c][1] for c in cells],
+        }
+    return per_x0_figure(
+        out / f"{NAME}-{setup.name}",
+        cells,
+        panels,
+        published,
+        title=f"{NAME}: individual-specific utility, {setup.title} (|n pihat - n pi| / n)",
+        xlabel="x0 (the paper's cell; read as our 0-based row-major index)",
+        table="Table VI",
+    )
 
 
 def _errors(results: Sequence[RoundResult], region: str, setting: str) -> list[CellErrors]:

@@ -14,6 +14,7 @@ import pytest
 
 from shuffledp.cli import main
 from shuffledp.simulations.experiments import registry
+from shuffledp.simulations.experiments.gowalla_data import GOWALLA_EXPERIMENTS
 from tests.paths import SHARED_DATA
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -36,7 +37,7 @@ def _listed_files(out: str) -> list[Path]:
 @pytest.mark.parametrize(
     "name",
     [
-        pytest.param(name, marks=pytest.mark.shared_data) if name.startswith("gowalla") else name
+        pytest.param(name, marks=pytest.mark.shared_data) if name in GOWALLA_EXPERIMENTS else name
         for name in registry.EXPERIMENTS
     ],
 )

@@ -63,7 +63,7 @@ EVALUATED = {0.1: 2.4837e-15, 0.5: 3.2453e-22, 1.0: 2.2014e-30}
 EXACT_SINGLE_BIN = {0.1: 6.1467e-3, 0.5: 2.6062e-8, 1.0: 2.6981e-18}
 
 #: The Table IV cells the printed formula does not reproduce (n, k, eps0, eps): the four
-#: eps = 0.1 and n = 50 cells below (documented in docs/evaluation-parts/deltatables.md).
+#: eps = 0.1 and n = 50 cells below (documented in docs/evaluation.md).
 TABLE_IV_DIFFERING = {
     (100, 10, 3.0, 0.1),
     (50, 10, 2.0, 0.1),

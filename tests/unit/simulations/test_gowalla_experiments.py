@@ -109,7 +109,8 @@ EXPECTED_FILES = {
               "fig-6.csv"},
     "fig-7": {"fig-7-paper.png", "fig-7-paper.svg", "fig-7-honest.png", "fig-7-honest.svg",
               "fig-7.csv"},
-    "table-6": {"table-6.csv"},
+    "table-6": {"table-6.csv", "table-6-gowalla-sf.png", "table-6-gowalla-sf.svg",
+                "table-6-gowalla-paris.png", "table-6-gowalla-paris.svg"},
 }  # fmt: skip
 
 
