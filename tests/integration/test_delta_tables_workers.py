@@ -1,4 +1,4 @@
-"""The delta-table experiments give the same files whatever the number of worker processes:
+"""The delta experiments give the same files whatever the number of worker processes:
 every point is computed independently and the results come back in the order of the points."""
 
 from __future__ import annotations

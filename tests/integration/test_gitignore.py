@@ -32,7 +32,7 @@ def _ignored(path: str) -> bool:
         ("keys/hop-0.key", True),  # `shuffledp keys init keys`
         ("keys/public.json", True),
         ("keys/access/analyzer.password", True),
-        ("results/synthetic-utility/summary.md", True),  # `experiment ... --out results/`
+        ("results/fig-2/SUMMARY-fig-2.md", True),  # `experiment ... --out results/`
         ("out/report.json", True),
         ("elsewhere/clients-0.clientkey", True),  # private files wherever they are
         ("deploy/hop-1.key", True),

@@ -1,4 +1,4 @@
-"""The delta-table experiments ``table-2`` (Table II), ``table-4`` (Table IV) and ``fig-1`` (Fig. 1),
+"""The delta experiments ``table-2`` (Table II), ``table-4`` (Table IV) and ``fig-1`` (Fig. 1),
 run in --quick mode, and the pieces they are built from.
 
 Known answers come from outside the code under test: the seed paper's Tables II and IV as printed
