@@ -39,6 +39,7 @@ from shuffledp.accountant.bounds import (
     WangKRR,
 )
 from shuffledp.accountant.gsum import Atom, TooLargeError
+from shuffledp.accountant.k2_exact import k2_family_value
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
@@ -276,9 +277,11 @@ class FamilyF(Bound):
         )
 
 
-#: Most single-bin evaluations one certificate of the k = 2 maximum may take; past it the blocks
-#: left keep their (valid, looser) removal bounds.
-K2_BUDGET = 120
+#: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
+#: their (valid, looser) removal bounds.
+K2_BUDGET = 2000
+#: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
+K2_NEAR = 64
 #: A block is accepted once its removal bound is within this factor of the best value found.
 K2_TOLERANCE = 1e-9
 
@@ -294,18 +297,26 @@ def _k2_cached(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     return _k2_worst_case(mech, eps)
 
 
+def _k2_value(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
+    """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide) where it applies, else the
+    float64 single-bin code (wider at large n: 5e-5 relative at n = 1e6)."""
+    value = k2_family_value(mech, a, eps)
+    return value if value is not None else SingleBin(a).bracket(mech, eps)
+
+
 def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     """k = 2: a bracket on max_a F(a), which is the exact worst case (every dataset of the others
     is "a hold x0, the rest x1"), and the a that gave the lower end.
 
     Lower end: the best F(a) evaluated. Upper end: a certificate over every a. F(a) = F(n-1-a),
-    so a <= (n - 1) / 2 suffices. For a block [a1, a2], the counts of the middle users (a - a1 of
-    them on x0, a2 - a on x1) are independent of u; revealing them can only help the adversary,
-    and what remains is the single-bin model of n - (a2 - a1) users with a1 on x0, for every a
-    in the block at once: max over the block <= that value. The block with the largest bound is
-    split (at its middle, evaluated exactly) until that bound is within K2_TOLERANCE of the best
-    value found, or K2_BUDGET evaluations are spent; the upper end is the largest bound left
-    (or value evaluated).
+    so a <= (n - 1) / 2 suffices; every a <= K2_NEAR is evaluated (the maximum sits near the
+    ends). For a block [a1, a2], the counts of the middle users (a - a1 of them on x0, a2 - a on
+    x1) are independent of u; revealing them can only help the adversary, and what remains is
+    the single-bin model of n - (a2 - a1) users with a1 on x0, for every a in the block at once:
+    max over the block <= that value. The block with the largest bound is split in two (a block
+    of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
+    best value found or is a single a, or K2_BUDGET splits are spent; the upper end is the
+    largest bound left (or value evaluated).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
@@ -314,35 +325,28 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
 
     def exact(a: int) -> Bracket:
         if a not in cache:
-            cache[a] = SingleBin(a).bracket(mech, eps)
+            cache[a] = _k2_value(mech, a, eps)
         return cache[a]
 
     def block(a1: int, a2: int) -> tuple[float, int, int]:
         if a1 == a2:
             return -exact(a1).upper, a1, a2
         reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
-        return -SingleBin(a1).bracket(reduced, eps).upper, a1, a2
+        return -_k2_value(reduced, a1, eps).upper, a1, a2
 
-    for a in candidates(mech):
-        if a <= half:
-            exact(a)
-    heap = [block(0, half)]
-    spent = 0
-    while heap:
+    near = min(half, K2_NEAR)
+    for a in range(near + 1):
+        exact(a)
+    heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
+    for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
         best = max(b.lower for b in cache.values())
-        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE) or spent >= K2_BUDGET:
-            if a1 != a2 or len(heap) == 1 or -neg_bound <= best * (1.0 + K2_TOLERANCE):
-                break
-            heapq.heappop(heap)  # an evaluated point on top: its value is final
-            heapq.heappush(heap, (neg_bound, a1, a2))
+        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE):
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
-        exact(mid)
         heapq.heappush(heap, block(a1, mid))
         heapq.heappush(heap, block(mid + 1, a2))
-        spent += 1
     best_a = max(cache, key=lambda a: cache[a].lower)
     lower = cache[best_a].lower
     upper = max(-heap[0][0], max(b.upper for b in cache.values()))

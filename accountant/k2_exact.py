@@ -126,47 +126,114 @@ def _walk(trials: int, lo: int, hi: int, anchor: int, up: np.longdouble) -> Long
 class _Window:
     """B(s) / exp(log_scale) for s in [lo - 1, hi] (zero outside B's support [0, n - 1]), with
     e_b >= |relative error| of each value and d[i] >= |e(s - 1) - e(s)| at s = lo + i, the
-    error of the ratio B(s - 1) / B(s) (both relative to the exact values times the scale)."""
+    error of the ratio B(s - 1) / B(s) (both relative to the exact values times the scale), of
+    the part of B from the kept X values; the dropped X values add between 0 and ``dropped``
+    (absolute, scaled) to every B(s)."""
 
     lo: int
     hi: int
     b: LongArray
-    log_scale: float
     scale_digits: str  # exp(log_scale) to 25 digits (mpmath), for the final product
     e_b: float
     d: LongArray
+    dropped: np.longdouble
 
 
-def _b_window(n: int, a: int, lo: int, hi: int, c: _Coefs) -> _Window | None:
+@dataclass(frozen=True, slots=True)
+class _Kept:
+    """X = Bin(a, pt) / X(j0) (j0 its mode) on [jl, jh], the values at least e^-depth; err bounds
+    their walk's relative error and dropped the mass left out (log-concave X: each side is at
+    most a geometric series from its edge, the ratio X(j -+ 1) / X(j) being exact there)."""
+
+    x: LongArray
+    jl: int
+    jh: int
+    err: float
+    dropped: np.longdouble
+
+
+def _x_kept(a: int, j0: int, c: _Coefs, depth: float) -> _Kept | None:
+    x = _walk(a, 0, a, j0, c.up)
+    keep = np.nonzero(x >= np.exp(np.longdouble(-depth)))[0]
+    jl, jh = int(keep[0]), int(keep[-1])
+    err = _gamma(4 * max(j0, a - j0))
+    pad = np.longdouble(1.0 + 2.0 * err + 1e-12)
+    dropped = np.longdouble(0.0)
+    for edge, ratio, cut in (
+        (jl, np.longdouble(jl) / np.longdouble(a - jl + 1) * c.down * pad, jl > 0),
+        (jh, np.longdouble(a - jh) / np.longdouble(jh + 1) * c.up * pad, jh < a),
+    ):
+        if not cut:
+            continue
+        if not ratio < 1:
+            return None
+        dropped += x[edge] * pad * ratio / (1 - ratio)
+    return _Kept(x[jl : jh + 1], jl, jh, err, dropped)
+
+
+def _b_window(n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float) -> _Window | None:
     """B = Bin(a, pt) * Bin(n - 1 - a, pb) on [lo - 1, hi] by one long double convolution of two
-    ratio walks, each anchored at its mode (40-digit log pmf, a common factor: no error in the
-    ratios). None if a value falls near long double's underflow."""
+    ratio walks: X's kept values (:func:`_x_kept`) and Y on the m needed, Y anchored at its mode
+    clipped to the m any X value reaches (so Y / Y(anchor) <= 1 there), each anchor's log pmf in
+    40 digits (a common factor: no error in the ratios). None if a used value falls near long
+    double's underflow."""
     import mpmath
 
     big_n = n - 1 - a
     cl, ch = max(lo - 1, 0), min(hi, n - 1)
-    b = np.zeros(hi - lo + 2, dtype=np.longdouble)
-    m_lo, m_hi = max(cl - a, 0), min(ch, big_n)
     with mpmath.workdps(40):
         e0 = mpmath.mpf(c.eps0)
         log_pt, log_pb = -mpmath.log1p(mpmath.exp(-e0)), -e0 - mpmath.log1p(mpmath.exp(-e0))
         j0 = min(max(math.floor((a + 1) * float(mpmath.exp(log_pt))), 0), a)
-        m0 = min(max(math.floor((big_n + 1) * float(mpmath.exp(log_pb))), m_lo), m_hi)
+        m0 = math.floor((big_n + 1) * float(mpmath.exp(log_pb)))
+        m0 = min(max(m0, cl - a, 0), ch, big_n)
         log_scale = _log_binom_pmf(a, j0, log_pt, log_pb) + _log_binom_pmf(
             big_n, m0, log_pb, log_pt
         )
         scale_digits = mpmath.nstr(mpmath.exp(log_scale), 25)
-    x = _walk(a, 0, a, j0, c.up)
-    y = _walk(big_n, m_lo, m_hi, m0, c.down)
-    if min(x.min(), y.min()) < _LD_FLOOR:
+    kept = _x_kept(a, j0, c, depth)
+    if kept is None:
         return None
-    conv = np.convolve(x, y)  # index k <-> s = m_lo + k
-    b[cl - (lo - 1) : ch - (lo - 1) + 1] = conv[cl - m_lo : ch - m_lo + 1]
-    e_b = _gamma(4 * max(j0, a - j0)) + _gamma(4 * max(m0 - m_lo, m_hi - m0)) + _gamma(a + 2)
-    return _Window(lo, hi, b, float(log_scale), scale_digits, e_b, _ratio_error(n, a, lo, hi, e_b))
+    m_lo, m_hi = max(cl - kept.jh, 0), min(ch - kept.jl, big_n)
+    w_lo, w_hi = min(m_lo, m0), max(m_hi, m0)
+    y = _walk(big_n, w_lo, w_hi, m0, c.down)[m_lo - w_lo : m_hi - w_lo + 1]
+    if min(kept.x.min(), y.min()) < _LD_FLOOR:
+        return None
+    conv = np.convolve(kept.x, y)  # index k <-> s = m_lo + jl + k
+    b = np.zeros(hi - lo + 2, dtype=np.longdouble)
+    first = m_lo + kept.jl  # B from the kept X values is 0 outside [first, first + len - 1]
+    s_lo, s_hi = max(cl, first), min(ch, first + conv.size - 1)
+    if s_lo <= s_hi:
+        b[s_lo - (lo - 1) : s_hi - (lo - 1) + 1] = conv[s_lo - first : s_hi - first + 1]
+    terms = kept.jh - kept.jl + 1
+    e_y = _gamma(4 * max(m0 - w_lo, w_hi - m0))
+    e_b = kept.err + e_y + _gamma(terms + 1)
+    d = _ratio_error(big_n, kept.jl, kept.jh, lo, hi, e_b, terms)
+    dropped = kept.dropped * np.longdouble(1.0 + e_y + 1e-12)
+    return _Window(lo, hi, b, scale_digits, e_b, d, dropped)
 
 
-def _ratio_error(n: int, a: int, lo: int, hi: int, e_b: float) -> LongArray:
+def _deep_enough(n: int, a: int, lo: int, hi: int, c: _Coefs) -> _Window | None:
+    """:func:`_b_window` with X cut deep enough that the dropped mass is below 1e-20 of the
+    smallest B value on the window (a few tries; the last window is returned either way: its
+    bracket is valid, only wider)."""
+    depth = 80.0
+    w = None
+    for _ in range(4):
+        w = _b_window(n, a, lo, hi, c, depth)
+        if w is None or w.dropped == 0:
+            return w
+        positive = w.b[w.b > 0]
+        floor = positive.min() * np.longdouble(1e-20) if positive.size else np.longdouble(0)
+        if w.dropped <= floor:
+            return w
+        depth += float(np.log(w.dropped / floor)) + 5.0 if floor > 0 else depth
+    return w
+
+
+def _ratio_error(
+    big_n: int, jl: int, jh: int, lo: int, hi: int, e_b: float, terms: int
+) -> LongArray:
     """d(s) >= |e(s - 1) - e(s)| for s in [lo, hi].
 
     B(s - 1) / B(s) = sum_j w_j r_j / sum_j w_j with w_j = X(j) Y(s - j) and r_j = Y(s-1-j) / Y(s-j)
@@ -174,16 +241,17 @@ def _ratio_error(n: int, a: int, lo: int, hi: int, e_b: float) -> LongArray:
     weights are off by factors within 1 +- P (P = e_b: the walks and the sum's rounding), which
     moves the average by at most 2P/(1 - P) (r_max - r_min), i.e. 2P/(1-P) * spread relative;
     the computed values r_j are off by one walk step (4u) and the two sums' rounding
-    (2 gamma(a + 2)). Where s - a < 1 or s > N (a ratio at Y's support edge) the plain
+    (2 gamma(terms + 1)). Where s - jh < 1 or s - jl > N (a ratio at Y's support edge) the plain
     |e(s-1)| + |e(s)| <= 2 e_b is used, which also caps every d(s)."""
-    big_n = n - 1 - a
     s = np.arange(lo, hi + 1, dtype=np.float64)
-    inside = (s - a >= 1) & (s <= big_n)
+    inside = (s - jh >= 1) & (s - jl <= big_n)
     with np.errstate(divide="ignore", invalid="ignore"):
         spread = np.where(
-            inside, (s * (big_n - s + a + 1)) / ((big_n - s + 1) * (s - a)) - 1.0, np.inf
+            inside,
+            ((s - jl) * (big_n - s + jh + 1)) / ((big_n - s + jl + 1) * (s - jh)) - 1.0,
+            np.inf,
         )
-    q = _gamma(4) + 2.0 * _gamma(a + 2)
+    q = _gamma(4) + 2.0 * _gamma(terms + 1)
     spread = np.abs(spread) + 1e-15  # its float64 rounding, on the safe side
     d = 1.02 * (q + 2.0 * e_b / (1.0 - e_b) * spread)
     return np.minimum(d, 2.01 * e_b).astype(np.longdouble)
@@ -207,7 +275,8 @@ def _direction(w: _Window, n: int, c: _Coefs, *, forward: bool) -> _Sum:
 
     With B(s-1), B(s) off by relative e1, e2, the computed term is (1 + e2) t + alpha B(s-1)
     (e1 - e2) (forward; mirrored otherwise), plus five roundings (two products, one sum, the
-    coefficients' own rounding) of alpha B(s-1) + |beta| B(s). [.]_+ is 1-Lipschitz, so the
+    coefficients' own rounding) of alpha B(s-1) + |beta| B(s); the dropped X values move the
+    term by at most max(alpha, |beta|) dropped. [.]_+ is 1-Lipschitz, so the
     sum of positive parts moves by at most the sum of these bounds over the terms that may be
     positive (computed term + bound > 0)."""
     prev, cur = w.b[:-1], w.b[1:]
@@ -218,6 +287,7 @@ def _direction(w: _Window, n: int, c: _Coefs, *, forward: bool) -> _Sum:
         w.e_b * np.abs(t)
         + c.alpha * main * w.d * np.longdouble(1.0 + w.e_b)
         + np.longdouble(_gamma(5)) * (c.alpha * main - c.beta * other)
+        + max(c.alpha, -c.beta) * w.dropped
     ) * scale_err
     positive = t > 0
     value = np.sum(t[positive]) if np.any(positive) else np.longdouble(0.0)
@@ -235,7 +305,8 @@ def _direction(w: _Window, n: int, c: _Coefs, *, forward: bool) -> _Sum:
 def _rest(w: _Window, n: int, *, upper: bool) -> np.longdouble:
     """upper: a bound on sum_{m >= hi} B(m) (the terms past the window are at most alpha
     B(s - 1)); else on sum_{m <= lo - 1} B(m). Log-concavity: B(m + 1) / B(m) is
-    non-increasing, so the sum is at most a geometric series from the window's last ratio."""
+    non-increasing, so the sum is at most a geometric series from the window's last ratio,
+    taken with the values' upper (plus dropped) and lower bounds."""
     pad = np.longdouble(1.0 + 2.0 * w.e_b + 1e-12)
     if upper:
         if w.hi >= n:
@@ -245,12 +316,14 @@ def _rest(w: _Window, n: int, *, upper: bool) -> np.longdouble:
         if w.lo <= 0:
             return np.longdouble(0.0)
         last, before, d = w.b[0], w.b[1], w.d[0]
-    if last == 0:
+    if last == 0 and w.dropped == 0:
         return np.longdouble(0.0) if before > 0 else np.longdouble(np.inf)
-    ratio = last / before * (1 + d) * pad if before > 0 else np.longdouble(np.inf)
+    if not before > 0:
+        return np.longdouble(np.inf)
+    ratio = last / before * (1 + d) * pad + w.dropped * pad / before
     if not ratio < 1:
         return np.longdouble(np.inf)
-    return np.longdouble(last * pad / (1 - ratio))
+    return np.longdouble((last * pad + w.dropped) / (1 - ratio))
 
 
 def _guesses(n: int, a: int, c: _Coefs, eps0: float) -> tuple[int, int, int]:
@@ -282,15 +355,18 @@ def k2_family_value(mech: ShuffledKRR, a: int, eps: float) -> Bracket | None:
     c = _Coefs.of(mech.eps0, eps)
     s0, s1, length = _guesses(n, a, c, mech.eps0)
     margin = 16 + length // 20
+    # X's kept values at depth 80 (_deep_enough): about mode +- sqrt(2 * 80 * variance)
+    x_var = a / (2.0 + 2.0 * math.cosh(mech.eps0))
+    terms = min(a + 1, 2 * math.ceil(math.sqrt(200.0 * x_var)) + 1)
     fwd_lo, fwd_hi = s0 - margin, s0 + length
     bwd_lo, bwd_hi = s1 - length, s1 + margin
     for _ in range(12):
         windows = [(fwd_lo, fwd_hi), (bwd_lo, bwd_hi)]
         if bwd_hi >= fwd_lo - length:
             windows = [(min(fwd_lo, bwd_lo), max(fwd_hi, bwd_hi))]
-        if sum((hi - lo + a + 2) * (a + 1) for lo, hi in windows) > MAX_WORK:
+        if sum((hi - lo + terms + 2) * terms for lo, hi in windows) > MAX_WORK:
             return None
-        built = [_b_window(n, a, lo, hi, c) for lo, hi in windows]
+        built = [_deep_enough(n, a, lo, hi, c) for lo, hi in windows]
         if any(w is None for w in built):
             return None
         fwd_w, bwd_w = built[0], built[-1]
