@@ -39,7 +39,7 @@ from shuffledp.accountant.bounds import (
     WangKRR,
 )
 from shuffledp.accountant.gsum import Atom, TooLargeError
-from shuffledp.accountant.k2_exact import k2_family_value
+from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
@@ -280,6 +280,12 @@ class FamilyF(Bound):
 #: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
 #: their (valid, looser) removal bounds.
 K2_BUDGET = 2000
+#: ... and at most this much work (k2_exact.WorkMeter; about 10 s at n = 1e6, where it binds).
+K2_WORK = 1_500_000_000
+#: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
+#: 5e-5 wide) rather than k2_exact, whose work grows with a; counted as this much work.
+K2_BLOCK_A = 20_000
+K2_SINGLE_BIN_WORK = 10_000_000
 #: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
 K2_NEAR = 64
 #: A block is accepted once its removal bound is within this factor of the best value found.
@@ -297,10 +303,13 @@ def _k2_cached(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     return _k2_worst_case(mech, eps)
 
 
-def _k2_value(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
-    """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide) where it applies, else the
-    float64 single-bin code (wider at large n: 5e-5 relative at n = 1e6)."""
-    value = k2_family_value(mech, a, eps)
+def _k2_value(
+    mech: ShuffledKRR, a: int, eps: float, meter: WorkMeter | None = None, *, fast: bool = False
+) -> Bracket:
+    """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide; fast: float64 convolution,
+    about 1e-9) where it applies, else the float64 single-bin code (wider at large n: 5e-5
+    relative at n = 1e6)."""
+    value = k2_family_value(mech, a, eps, meter, fast=fast)
     return value if value is not None else SingleBin(a).bracket(mech, eps)
 
 
@@ -313,7 +322,8 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     ends). For a block [a1, a2], the counts of the middle users (a - a1 of them on x0, a2 - a on
     x1) are independent of u; revealing them can only help the adversary, and what remains is
     the single-bin model of n - (a2 - a1) users with a1 on x0, for every a in the block at once:
-    max over the block <= that value. The block with the largest bound is split in two (a block
+    max over the block <= that value (computed with the float64 convolution, again in long
+    double where its width decides whether the block is cleared). The block with the largest bound is split in two (a block
     of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
     best value found or is a single a, or K2_BUDGET splits are spent; the upper end is the
     largest bound left (or value evaluated).
@@ -322,17 +332,25 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
     half = (mech.n - 1) // 2
     cache: dict[int, Bracket] = {}
+    meter = WorkMeter()
 
     def exact(a: int) -> Bracket:
         if a not in cache:
-            cache[a] = _k2_value(mech, a, eps)
+            cache[a] = _k2_value(mech, a, eps, meter)
         return cache[a]
 
     def block(a1: int, a2: int) -> tuple[float, int, int]:
         if a1 == a2:
             return -exact(a1).upper, a1, a2
         reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
-        return -_k2_value(reduced, a1, eps).upper, a1, a2
+        if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
+            meter.work += K2_SINGLE_BIN_WORK
+            return -SingleBin(a1).bracket(reduced, eps).upper, a1, a2
+        bound = _k2_value(reduced, a1, eps, meter, fast=True)
+        target = max(b.lower for b in cache.values()) * (1.0 + K2_TOLERANCE)
+        if bound.lower <= target < bound.upper:  # the float64 width decides: redo it exactly
+            bound = _k2_value(reduced, a1, eps, meter)
+        return -bound.upper, a1, a2
 
     near = min(half, K2_NEAR)
     for a in range(near + 1):
@@ -341,7 +359,7 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
         best = max(b.lower for b in cache.values())
-        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE):
+        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE) or meter.work > K2_WORK:
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
@@ -371,7 +389,7 @@ class ExactK2(Bound):
 def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
     """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
     meets delta, with few certificates. The single a that is the maximum gives a crossing by
-    cheap single-bin evaluations (at delta (1 - 1e-8), so that a certificate within
+    cheap evaluations of F(a) alone (at delta (1 - 1e-8), so that a certificate within
     K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
     (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
@@ -381,10 +399,9 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     a_star = k2_worst_case(mech, min(start, mech.eps0 * 0.5))[1]
     crossing = math.inf
     for _ in range(8):
-        single = SingleBin(a_star)
 
-        def up(e: float, b: SingleBin = single) -> float:
-            return b.bracket(mech, e).upper
+        def up(e: float, a: int = a_star) -> float:
+            return _k2_value(mech, a, e).upper if e < mech.eps0 else 0.0
 
         crossing = smallest_eps_at_most(up, delta * (1.0 - 1e-8), start, upper_side=True)
         if not math.isfinite(crossing) or crossing >= mech.eps0:
@@ -392,8 +409,8 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
         certified, best = k2_worst_case(mech, crossing)
         if certified.upper <= delta:
 
-            def low(e: float, b: SingleBin = single) -> float:
-                return b.bracket(mech, e).lower
+            def low(e: float, a: int = a_star) -> float:
+                return _k2_value(mech, a, e).lower if e < mech.eps0 else 0.0
 
             lower = smallest_eps_at_most(low, delta, crossing, upper_side=False)
             return min(lower, crossing), crossing

@@ -39,17 +39,20 @@ LongArray = npt.NDArray[np.longdouble]
 #: Unit roundoff of np.longdouble (2^-64 on x86-64); None where long double is only a double.
 _U = float(np.finfo(np.longdouble).epsneg)
 EXTENDED = _U < 1e-18
-#: Largest (a + 1) * window the evaluator takes (about 2 ns each); above it the caller falls back.
+#: Largest work (WorkMeter's units) one evaluation takes; above it the caller falls back.
 MAX_WORK = 60_000_000
 #: The window is widened until the bounded rest is below this fraction of the window's sum.
 _REST_RTOL = 1e-15
 #: Values below this are too close to long double's underflow for the walk's error model.
 _LD_FLOOR = 1e-4800
+#: Unit roundoff of float64, and the smallest value the float64 convolution takes.
+_U64 = 2.0**-53
+_F64_FLOOR = 1e-280
 
 
-def _gamma(k: float) -> float:
-    """Bound on the relative error of k roundings (Higham's gamma_k), padded."""
-    ku = 1.01 * k * _U
+def _gamma(k: float, u: float = _U) -> float:
+    """Bound on the relative error of k roundings at unit roundoff u (Higham's gamma_k), padded."""
+    ku = 1.01 * k * u
     return ku / (1.0 - ku)
 
 
@@ -171,12 +174,17 @@ def _x_kept(a: int, j0: int, c: _Coefs, depth: float) -> _Kept | None:
     return _Kept(x[jl : jh + 1], jl, jh, err, dropped)
 
 
-def _b_window(n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float) -> _Window | None:
+def _b_window(
+    n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float, fast: bool
+) -> _Window | None:
     """B = Bin(a, pt) * Bin(n - 1 - a, pb) on [lo - 1, hi] by one long double convolution of two
-    ratio walks: X's kept values (:func:`_x_kept`) and Y on the m needed, Y anchored at its mode
-    clipped to the m any X value reaches (so Y / Y(anchor) <= 1 there), each anchor's log pmf in
-    40 digits (a common factor: no error in the ratios). None if a used value falls near long
-    double's underflow."""
+    ratio walks: X's kept values (:func:`_x_kept`) and Y on the m they need, Y anchored at its
+    largest value there (so Y / Y(anchor) <= 1), each anchor's log pmf in 40 digits (a common
+    factor: no error in the ratios). The dropped X values meet Y at any m in [lo - 1 - a, hi],
+    where Y / Y(anchor) is at most its value at Y's mode clipped to that range (40 digits). None
+    if a used value falls near long double's underflow. fast: the convolution in float64
+    (BLAS-speed; its rounding, and that of converting each value to float64, enter the error
+    model at u = 2^-53) where no value is near float64's underflow."""
     import mpmath
 
     big_n = n - 1 - a
@@ -185,63 +193,60 @@ def _b_window(n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float) -> _Win
         e0 = mpmath.mpf(c.eps0)
         log_pt, log_pb = -mpmath.log1p(mpmath.exp(-e0)), -e0 - mpmath.log1p(mpmath.exp(-e0))
         j0 = min(max(math.floor((a + 1) * float(mpmath.exp(log_pt))), 0), a)
-        m0 = math.floor((big_n + 1) * float(mpmath.exp(log_pb)))
-        m0 = min(max(m0, cl - a, 0), ch, big_n)
-        log_scale = _log_binom_pmf(a, j0, log_pt, log_pb) + _log_binom_pmf(
-            big_n, m0, log_pb, log_pt
-        )
-        scale_digits = mpmath.nstr(mpmath.exp(log_scale), 25)
     kept = _x_kept(a, j0, c, depth)
     if kept is None:
         return None
     m_lo, m_hi = max(cl - kept.jh, 0), min(ch - kept.jl, big_n)
-    w_lo, w_hi = min(m_lo, m0), max(m_hi, m0)
-    y = _walk(big_n, w_lo, w_hi, m0, c.down)[m_lo - w_lo : m_hi - w_lo + 1]
-    if min(kept.x.min(), y.min()) < _LD_FLOOR:
+    if m_lo > m_hi:
         return None
-    conv = np.convolve(kept.x, y)  # index k <-> s = m_lo + jl + k
+    mode = math.floor((big_n + 1) / (1.0 + math.exp(c.eps0)))  # Y's mode, (N + 1) pb rounded down
+    m0 = min(max(mode, m_lo), m_hi)
+    mc = min(max(mode, cl - a, 0), ch, big_n)
+    with mpmath.workdps(40):
+        log_y0 = _log_binom_pmf(big_n, m0, log_pb, log_pt)
+        log_scale = _log_binom_pmf(a, j0, log_pt, log_pb) + log_y0
+        scale_digits = mpmath.nstr(mpmath.exp(log_scale), 25)
+        log_peak = max(  # the float mode may be off by one: the largest of three
+            _log_binom_pmf(big_n, m, log_pb, log_pt)
+            for m in {max(mc - 1, cl - a, 0), mc, min(mc + 1, ch, big_n)}
+        )
+        y_max = _ld(mpmath.exp(log_peak - log_y0))
+    y = _walk(big_n, m_lo, m_hi, m0, c.down)
+    smallest = min(kept.x.min(), y.min())
+    if smallest < _LD_FLOOR:
+        return None
+    u_conv = _U
+    if fast and smallest <= _F64_FLOOR:
+        return None  # the caller's fallback is cheaper than this convolution in long double
+    if fast:
+        u_conv = _U64
+        conv = np.convolve(kept.x.astype(np.float64), y.astype(np.float64)).astype(np.longdouble)
+    else:
+        conv = np.convolve(kept.x, y)  # index k <-> s = m_lo + jl + k
     b = np.zeros(hi - lo + 2, dtype=np.longdouble)
     first = m_lo + kept.jl  # B from the kept X values is 0 outside [first, first + len - 1]
     s_lo, s_hi = max(cl, first), min(ch, first + conv.size - 1)
     if s_lo <= s_hi:
         b[s_lo - (lo - 1) : s_hi - (lo - 1) + 1] = conv[s_lo - first : s_hi - first + 1]
     terms = kept.jh - kept.jl + 1
-    e_y = _gamma(4 * max(m0 - w_lo, w_hi - m0))
-    e_b = kept.err + e_y + _gamma(terms + 1)
-    d = _ratio_error(big_n, kept.jl, kept.jh, lo, hi, e_b, terms)
-    dropped = kept.dropped * np.longdouble(1.0 + e_y + 1e-12)
+    e_y = _gamma(4 * max(m0 - m_lo, m_hi - m0))
+    conversions = 0.0 if u_conv == _U else 2.0 * u_conv
+    e_b = kept.err + e_y + _gamma(terms + 1, u_conv) + conversions
+    q = _gamma(4) + 2.0 * _gamma(terms + 1, u_conv) + 2.0 * conversions
+    d = _ratio_error(big_n, kept.jl, kept.jh, lo, hi, e_b, q)
+    dropped = kept.dropped * y_max * np.longdouble(1.0 + 1e-12)
     return _Window(lo, hi, b, scale_digits, e_b, d, dropped)
 
 
-def _deep_enough(n: int, a: int, lo: int, hi: int, c: _Coefs) -> _Window | None:
-    """:func:`_b_window` with X cut deep enough that the dropped mass is below 1e-20 of the
-    smallest B value on the window (a few tries; the last window is returned either way: its
-    bracket is valid, only wider)."""
-    depth = 80.0
-    w = None
-    for _ in range(4):
-        w = _b_window(n, a, lo, hi, c, depth)
-        if w is None or w.dropped == 0:
-            return w
-        positive = w.b[w.b > 0]
-        floor = positive.min() * np.longdouble(1e-20) if positive.size else np.longdouble(0)
-        if w.dropped <= floor:
-            return w
-        depth += float(np.log(w.dropped / floor)) + 5.0 if floor > 0 else depth
-    return w
-
-
-def _ratio_error(
-    big_n: int, jl: int, jh: int, lo: int, hi: int, e_b: float, terms: int
-) -> LongArray:
+def _ratio_error(big_n: int, jl: int, jh: int, lo: int, hi: int, e_b: float, q: float) -> LongArray:
     """d(s) >= |e(s - 1) - e(s)| for s in [lo, hi].
 
     B(s - 1) / B(s) = sum_j w_j r_j / sum_j w_j with w_j = X(j) Y(s - j) and r_j = Y(s-1-j) / Y(s-j)
     = (s - j) / (N - s + j + 1) e^eps0, increasing in s - j: a weighted average. The computed
     weights are off by factors within 1 +- P (P = e_b: the walks and the sum's rounding), which
     moves the average by at most 2P/(1 - P) (r_max - r_min), i.e. 2P/(1-P) * spread relative;
-    the computed values r_j are off by one walk step (4u) and the two sums' rounding
-    (2 gamma(terms + 1)). Where s - jh < 1 or s - jl > N (a ratio at Y's support edge) the plain
+    the computed values r_j are off by at most q: one walk step (4u), the two sums' rounding
+    (2 gamma(terms + 1)) and, in float64, the conversion of both Y values. Where s - jh < 1 or s - jl > N (a ratio at Y's support edge) the plain
     |e(s-1)| + |e(s)| <= 2 e_b is used, which also caps every d(s)."""
     s = np.arange(lo, hi + 1, dtype=np.float64)
     inside = (s - jh >= 1) & (s - jl <= big_n)
@@ -251,7 +256,6 @@ def _ratio_error(
             ((s - jl) * (big_n - s + jh + 1)) / ((big_n - s + jl + 1) * (s - jh)) - 1.0,
             np.inf,
         )
-    q = _gamma(4) + 2.0 * _gamma(terms + 1)
     spread = np.abs(spread) + 1e-15  # its float64 rounding, on the safe side
     d = 1.02 * (q + 2.0 * e_b / (1.0 - e_b) * spread)
     return np.minimum(d, 2.01 * e_b).astype(np.longdouble)
@@ -343,11 +347,28 @@ def _guesses(n: int, a: int, c: _Coefs, eps0: float) -> tuple[int, int, int]:
     return s0, s1, math.ceil(length) + 8
 
 
-def k2_family_value(mech: ShuffledKRR, a: int, eps: float) -> Bracket | None:
+@dataclass(slots=True)
+class WorkMeter:
+    """Counts the long double multiply-adds of the convolutions (float64 ones as 1/8: a
+    deterministic measure of cost, about 5-10 ns each), so that a caller can budget a search."""
+
+    work: int = 0
+
+
+def k2_family_value(
+    mech: ShuffledKRR,
+    a: int,
+    eps: float,
+    meter: WorkMeter | None = None,
+    *,
+    fast: bool = False,
+) -> Bracket | None:
     """A bracket on F(a) = max(H(P0||P1), H(P1||P0)) for k = 2 (the single-bin model with
     nx0 = a), with relative width about 1e-12; None where this evaluator does not apply (no
     extended long double, work above MAX_WORK, values near long double's underflow): the caller
-    then uses the float64 single-bin code. eps < eps0 (the caller returns 0 above)."""
+    then uses the float64 single-bin code. eps < eps0 (the caller returns 0 above). fast: the
+    convolution in float64, about 10 times faster and about 1e-6 wide at n = 1e6 (enough where
+    only an upper bound far from the maximum is wanted)."""
     n = mech.n
     if not EXTENDED or mech.k != 2 or not 0 <= a <= n - 1 or eps >= mech.eps0:
         return None
@@ -355,29 +376,52 @@ def k2_family_value(mech: ShuffledKRR, a: int, eps: float) -> Bracket | None:
     c = _Coefs.of(mech.eps0, eps)
     s0, s1, length = _guesses(n, a, c, mech.eps0)
     margin = 16 + length // 20
-    # X's kept values at depth 80 (_deep_enough): about mode +- sqrt(2 * 80 * variance)
+    # X's kept values at depth 80 (_one_direction): about mode +- sqrt(2 * 80 * variance)
     x_var = a / (2.0 + 2.0 * math.cosh(mech.eps0))
     terms = min(a + 1, 2 * math.ceil(math.sqrt(200.0 * x_var)) + 1)
-    fwd_lo, fwd_hi = s0 - margin, s0 + length
-    bwd_lo, bwd_hi = s1 - length, s1 + margin
-    for _ in range(12):
-        windows = [(fwd_lo, fwd_hi), (bwd_lo, bwd_hi)]
-        if bwd_hi >= fwd_lo - length:
-            windows = [(min(fwd_lo, bwd_lo), max(fwd_hi, bwd_hi))]
-        if sum((hi - lo + terms + 2) * terms for lo, hi in windows) > MAX_WORK:
+    found: list[Bracket] = []
+    for forward, lo, hi in ((True, s0 - margin, s0 + length), (False, s1 - length, s1 + margin)):
+        one = _one_direction(n, a, c, (lo, hi, margin, length, terms), meter, forward, fast)
+        if one is None:
             return None
-        built = [_deep_enough(n, a, lo, hi, c) for lo, hi in windows]
-        if any(w is None for w in built):
+        found.append(one)
+    return Bracket(max(b.lower for b in found), max(b.upper for b in found))
+
+
+def _one_direction(
+    n: int,
+    a: int,
+    c: _Coefs,
+    start: tuple[int, int, int, int, int],
+    meter: WorkMeter | None,
+    forward: bool,
+    fast: bool,
+) -> Bracket | None:
+    """One direction's bracket, widening its window (doubling the step) until :func:`_grow` says
+    it is done, and cutting X deeper where its dropped part would widen the bracket; None past
+    16 tries (at most 8 of them deeper) or MAX_WORK."""
+    lo, hi, margin, length, terms = start
+    depth, deeper = 80.0, 0
+    for _ in range(16):
+        # float64 multiply-adds cost about a tenth of long double ones: counted as 1/8
+        work = (hi - lo + terms + 2) * terms // (8 if fast else 1)
+        if work > MAX_WORK:
             return None
-        fwd_w, bwd_w = built[0], built[-1]
-        assert fwd_w is not None and bwd_w is not None
-        fwd = _direction(fwd_w, n, c, forward=True)
-        bwd = _direction(bwd_w, n, c, forward=False)
-        fwd_lo, fwd_hi, f_done = _grow(fwd, fwd_lo, fwd_hi, margin, length, forward=True)
-        bwd_lo, bwd_hi, b_done = _grow(bwd, bwd_lo, bwd_hi, margin, length, forward=False)
-        if f_done and b_done:
-            one, two = _bracket(fwd, fwd_w), _bracket(bwd, bwd_w)
-            return Bracket(max(one.lower, two.lower), max(one.upper, two.upper))
+        if meter is not None:
+            meter.work += work
+        w = _b_window(n, a, lo, hi, c, depth, fast)
+        if w is None:
+            return None
+        result = _direction(w, n, c, forward=forward)
+        # X cut deep enough that the dropped values' share of the error is below 1e-14 of the sum
+        cut_err = float(w.dropped * max(c.alpha, -c.beta)) * (hi - lo + 1)
+        if cut_err > 1e-14 * float(result.value) > 0.0 and deeper < 8:
+            depth += max(math.log(cut_err / (1e-14 * float(result.value))) + 5.0, 40.0)
+            deeper += 1
+            continue
+        lo, hi, done = _grow(result, lo, hi, margin, length, forward=forward)
+        if done:
+            return _bracket(result, w)
         margin, length = 2 * margin, 2 * length
     return None
 
