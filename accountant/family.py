@@ -288,8 +288,11 @@ K2_BLOCK_A = 20_000
 K2_SINGLE_BIN_WORK = 10_000_000
 #: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
 K2_NEAR = 64
+#: Absolute tolerance of the k = 2 eps(delta) crossings (inversion's default is 1e-9: 6e-8
+#: relative at eps = 0.016).
+K2_EPS_TOL = 1e-13
 #: A block is accepted once its removal bound is within this factor of the best value found.
-K2_TOLERANCE = 1e-9
+K2_TOLERANCE = 1e-11
 
 
 def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
@@ -310,6 +313,8 @@ def _k2_value(
     about 1e-9) where it applies, else the float64 single-bin code (wider at large n: 5e-5
     relative at n = 1e6)."""
     value = k2_family_value(mech, a, eps, meter, fast=fast)
+    if value is None and fast:  # near float64's underflow: the long double convolution
+        value = k2_family_value(mech, a, eps, meter)
     return value if value is not None else SingleBin(a).bracket(mech, eps)
 
 
@@ -366,9 +371,25 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         heapq.heappush(heap, block(a1, mid))
         heapq.heappush(heap, block(mid + 1, a2))
     best_a = max(cache, key=lambda a: cache[a].lower)
+    _K2_BEST_A[(mech.n, mech.eps0)] = best_a
     lower = cache[best_a].lower
     upper = max(-heap[0][0], max(b.upper for b in cache.values()))
     return Bracket(lower, max(upper, lower)), best_a
+
+
+#: (n, eps0) -> the a that gave the last certificate's lower end (for :func:`k2_lower`).
+_K2_BEST_A: dict[tuple[int, float], int] = {}
+
+
+def k2_lower(mech: ShuffledKRR, eps: float) -> float:
+    """k = 2: a lower bound on the worst case at eps: F(a) (the exact delta of one dataset) at
+    the a that gave the last certificate's lower end for this (n, eps0), or the certificate's
+    own lower end if there was none. Cheap where eps(delta) searches the lower crossing: one
+    F(a) per eps instead of one certificate."""
+    a = _K2_BEST_A.get((mech.n, mech.eps0))
+    if a is None or a > mech.n - 1:
+        return k2_worst_case(mech, eps)[0].lower
+    return 0.0 if eps >= mech.eps0 else _k2_value(mech, a, eps).lower
 
 
 class ExactK2(Bound):
@@ -389,7 +410,7 @@ class ExactK2(Bound):
 def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
     """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
     meets delta, with few certificates. The single a that is the maximum gives a crossing by
-    cheap evaluations of F(a) alone (at delta (1 - 1e-8), so that a certificate within
+    cheap evaluations of F(a) alone (at delta (1 - 1e-10), so that a certificate within
     K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
     (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
@@ -403,7 +424,9 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
         def up(e: float, a: int = a_star) -> float:
             return _k2_value(mech, a, e).upper if e < mech.eps0 else 0.0
 
-        crossing = smallest_eps_at_most(up, delta * (1.0 - 1e-8), start, upper_side=True)
+        crossing = smallest_eps_at_most(
+            up, delta * (1.0 - 1e-10), start, upper_side=True, tol=K2_EPS_TOL
+        )
         if not math.isfinite(crossing) or crossing >= mech.eps0:
             return 0.0, math.inf
         certified, best = k2_worst_case(mech, crossing)
@@ -412,7 +435,7 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             def low(e: float, a: int = a_star) -> float:
                 return _k2_value(mech, a, e).lower if e < mech.eps0 else 0.0
 
-            lower = smallest_eps_at_most(low, delta, crossing, upper_side=False)
+            lower = smallest_eps_at_most(low, delta, crossing, upper_side=False, tol=K2_EPS_TOL)
             return min(lower, crossing), crossing
         if best == a_star:
             break

@@ -130,8 +130,8 @@ class _Window:
     """B(s) / exp(log_scale) for s in [lo - 1, hi] (zero outside B's support [0, n - 1]), with
     e_b >= |relative error| of each value and d[i] >= |e(s - 1) - e(s)| at s = lo + i, the
     error of the ratio B(s - 1) / B(s) (both relative to the exact values times the scale), of
-    the part of B from the kept X values; the dropped X values add between 0 and ``dropped``
-    (absolute, scaled) to every B(s)."""
+    the part B_J of B from the kept X values; the dropped X values add between 0 and
+    ``dropped`` (absolute, scaled) to every B(s), and at most ``dropped_total`` over all s."""
 
     lo: int
     hi: int
@@ -140,6 +140,7 @@ class _Window:
     e_b: float
     d: LongArray
     dropped: np.longdouble
+    dropped_total: np.longdouble  # >= the dropped X values' total contribution, over every s
 
 
 @dataclass(frozen=True, slots=True)
@@ -211,6 +212,8 @@ def _b_window(
             for m in {max(mc - 1, cl - a, 0), mc, min(mc + 1, ch, big_n)}
         )
         y_max = _ld(mpmath.exp(log_peak - log_y0))
+        # sum_m Y(m) / Y(anchor) = 1 / Y(anchor), inf beyond long double's range
+        y_total = _ld(mpmath.exp(-log_y0)) if log_y0 > -11000 else np.longdouble(np.inf)
     y = _walk(big_n, m_lo, m_hi, m0, c.down)
     smallest = min(kept.x.min(), y.min())
     if smallest < _LD_FLOOR:
@@ -235,7 +238,12 @@ def _b_window(
     q = _gamma(4) + 2.0 * _gamma(terms + 1, u_conv) + 2.0 * conversions
     d = _ratio_error(big_n, kept.jl, kept.jh, lo, hi, e_b, q)
     dropped = kept.dropped * y_max * np.longdouble(1.0 + 1e-12)
-    return _Window(lo, hi, b, scale_digits, e_b, d, dropped)
+    if kept.dropped > 0 and not np.isfinite(y_total):
+        return None  # Y(anchor) below long double's range: the window is hopelessly deep
+    dropped_total = (
+        kept.dropped * y_total * np.longdouble(1.0 + 1e-12) if kept.dropped else np.longdouble(0)
+    )
+    return _Window(lo, hi, b, scale_digits, e_b, d, dropped, dropped_total)
 
 
 def _ratio_error(big_n: int, jl: int, jh: int, lo: int, hi: int, e_b: float, q: float) -> LongArray:
@@ -308,9 +316,9 @@ def _direction(w: _Window, n: int, c: _Coefs, *, forward: bool) -> _Sum:
 
 def _rest(w: _Window, n: int, *, upper: bool) -> np.longdouble:
     """upper: a bound on sum_{m >= hi} B(m) (the terms past the window are at most alpha
-    B(s - 1)); else on sum_{m <= lo - 1} B(m). Log-concavity: B(m + 1) / B(m) is
-    non-increasing, so the sum is at most a geometric series from the window's last ratio,
-    taken with the values' upper (plus dropped) and lower bounds."""
+    B(s - 1)); else on sum_{m <= lo - 1} B(m). B_J (X truncated: still log-concave) has
+    B_J(m + 1) / B_J(m) non-increasing, so its part is at most a geometric series from the
+    window's last ratio (upper bounds of the values); the dropped part adds dropped_total."""
     pad = np.longdouble(1.0 + 2.0 * w.e_b + 1e-12)
     if upper:
         if w.hi >= n:
@@ -320,14 +328,14 @@ def _rest(w: _Window, n: int, *, upper: bool) -> np.longdouble:
         if w.lo <= 0:
             return np.longdouble(0.0)
         last, before, d = w.b[0], w.b[1], w.d[0]
-    if last == 0 and w.dropped == 0:
-        return np.longdouble(0.0) if before > 0 else np.longdouble(np.inf)
+    if last == 0:
+        return w.dropped_total if before > 0 else np.longdouble(np.inf)
     if not before > 0:
         return np.longdouble(np.inf)
-    ratio = last / before * (1 + d) * pad + w.dropped * pad / before
+    ratio = last / before * (1 + d) * pad
     if not ratio < 1:
         return np.longdouble(np.inf)
-    return np.longdouble((last * pad + w.dropped) / (1 - ratio))
+    return np.longdouble(last * pad / (1 - ratio) + w.dropped_total)
 
 
 def _guesses(n: int, a: int, c: _Coefs, eps0: float) -> tuple[int, int, int]:
@@ -414,7 +422,9 @@ def _one_direction(
             return None
         result = _direction(w, n, c, forward=forward)
         # X cut deep enough that the dropped values' share of the error is below 1e-14 of the sum
-        cut_err = float(w.dropped * max(c.alpha, -c.beta)) * (hi - lo + 1)
+        cut_err = float(w.dropped * max(c.alpha, -c.beta)) * (hi - lo + 1) + float(
+            w.dropped_total * c.alpha
+        )
         if cut_err > 1e-14 * float(result.value) > 0.0 and deeper < 8:
             depth += max(math.log(cut_err / (1e-14 * float(result.value))) + 5.0, 40.0)
             deeper += 1
