@@ -175,6 +175,25 @@ def _x_kept(a: int, j0: int, c: _Coefs, depth: float) -> _Kept | None:
     return _Kept(x[jl : jh + 1], jl, jh, err, dropped)
 
 
+def _anchors(
+    a: int, j0: int, big_n: int, m0: int, peaks: set[int], logs: tuple[Any, Any]
+) -> tuple[str, np.longdouble, np.longdouble]:
+    """In 40 digits: X(j0) Y(m0) (25 digits), max over ``peaks`` of Y(m) / Y(m0), and
+    sum_m Y(m) / Y(m0) = 1 / Y(m0) (inf beyond long double's range)."""
+    import mpmath
+
+    log_pt, log_pb = logs
+    with mpmath.workdps(40):
+        log_y0 = _log_binom_pmf(big_n, m0, log_pb, log_pt)
+        log_scale = _log_binom_pmf(a, j0, log_pt, log_pb) + log_y0
+        log_peak = max(_log_binom_pmf(big_n, m, log_pb, log_pt) for m in peaks)
+        return (
+            mpmath.nstr(mpmath.exp(log_scale), 25),
+            _ld(mpmath.exp(log_peak - log_y0)),
+            _ld(mpmath.exp(-log_y0)) if log_y0 > -11000 else np.longdouble(np.inf),
+        )
+
+
 def _b_window(
     n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float, fast: bool
 ) -> _Window | None:
@@ -203,17 +222,8 @@ def _b_window(
     mode = math.floor((big_n + 1) / (1.0 + math.exp(c.eps0)))  # Y's mode, (N + 1) pb rounded down
     m0 = min(max(mode, m_lo), m_hi)
     mc = min(max(mode, cl - a, 0), ch, big_n)
-    with mpmath.workdps(40):
-        log_y0 = _log_binom_pmf(big_n, m0, log_pb, log_pt)
-        log_scale = _log_binom_pmf(a, j0, log_pt, log_pb) + log_y0
-        scale_digits = mpmath.nstr(mpmath.exp(log_scale), 25)
-        log_peak = max(  # the float mode may be off by one: the largest of three
-            _log_binom_pmf(big_n, m, log_pb, log_pt)
-            for m in {max(mc - 1, cl - a, 0), mc, min(mc + 1, ch, big_n)}
-        )
-        y_max = _ld(mpmath.exp(log_peak - log_y0))
-        # sum_m Y(m) / Y(anchor) = 1 / Y(anchor), inf beyond long double's range
-        y_total = _ld(mpmath.exp(-log_y0)) if log_y0 > -11000 else np.longdouble(np.inf)
+    peaks = {max(mc - 1, cl - a, 0), mc, min(mc + 1, ch, big_n)}  # the float mode +- 1
+    scale_digits, y_max, y_total = _anchors(a, j0, big_n, m0, peaks, (log_pt, log_pb))
     y = _walk(big_n, m_lo, m_hi, m0, c.down)
     smallest = min(kept.x.min(), y.min())
     if smallest < _LD_FLOOR:
