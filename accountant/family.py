@@ -283,7 +283,8 @@ K2_BUDGET = 2000
 #: ... and at most this much work (k2_exact.WorkMeter; about 10 s at n = 1e6, where it binds).
 K2_WORK = 1_500_000_000
 #: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
-#: 5e-5 wide) rather than k2_exact, whose work grows with a; counted as this much work.
+#: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
+#: counted as this much work.
 K2_BLOCK_A = 20_000
 K2_SINGLE_BIN_WORK = 10_000_000
 #: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
@@ -330,8 +331,9 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     max over the block <= that value (computed with the float64 convolution, again in long
     double where its width decides whether the block is cleared). The block with the largest bound is split in two (a block
     of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
-    best value found or is a single a, or K2_BUDGET splits are spent; the upper end is the
-    largest bound left (or value evaluated).
+    best value found (or below 1e-300, where floats lose precision) or is a single a, or
+    K2_BUDGET splits or K2_WORK are spent; the upper end is the largest bound left (or value
+    evaluated).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
@@ -350,7 +352,9 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
         if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
             meter.work += K2_SINGLE_BIN_WORK
-            return -SingleBin(a1).bracket(reduced, eps).upper, a1, a2
+            single = SingleBin(a1).bracket(reduced, eps)
+            if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
+                return -single.upper, a1, a2
         bound = _k2_value(reduced, a1, eps, meter, fast=True)
         target = max(b.lower for b in cache.values()) * (1.0 + K2_TOLERANCE)
         if bound.lower <= target < bound.upper:  # the float64 width decides: redo it exactly
@@ -364,7 +368,8 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
         best = max(b.lower for b in cache.values())
-        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE) or meter.work > K2_WORK:
+        done = -neg_bound <= max(best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
+        if a1 == a2 or done or meter.work > K2_WORK:
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
@@ -409,7 +414,8 @@ class ExactK2(Bound):
 
 def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
     """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
-    meets delta, with few certificates. The single a that is the maximum gives a crossing by
+    meets delta, with few certificates. The best a <= K2_NEAR at the starting eps is the first
+    candidate for the maximum; the single a that is the maximum gives a crossing by
     cheap evaluations of F(a) alone (at delta (1 - 1e-10), so that a certificate within
     K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
@@ -417,7 +423,9 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     """
     from shuffledp.accountant.inversion import smallest_eps_at_most
 
-    a_star = k2_worst_case(mech, min(start, mech.eps0 * 0.5))[1]
+    guess_at = min(start, mech.eps0 * 0.5)
+    near = range(min((mech.n - 1) // 2, K2_NEAR) + 1)  # the usual place of the maximum
+    a_star = max(near, key=lambda a: _k2_value(mech, a, guess_at).lower)
     crossing = math.inf
     for _ in range(8):
 

@@ -431,12 +431,13 @@ def _one_direction(
         if w is None:
             return None
         result = _direction(w, n, c, forward=forward)
-        # X cut deep enough that the dropped values' share of the error is below 1e-14 of the sum
+        # X cut deep enough that the dropped values' share of the error (and of the rest, which
+        # a wider window does not shrink) is below 1e-16 of the sum
         cut_err = float(w.dropped * max(c.alpha, -c.beta)) * (hi - lo + 1) + float(
             w.dropped_total * c.alpha
         )
-        if cut_err > 1e-14 * float(result.value) > 0.0 and deeper < 8:
-            depth += max(math.log(cut_err / (1e-14 * float(result.value))) + 5.0, 40.0)
+        if cut_err > 1e-16 * float(result.value) > 0.0 and deeper < 8:
+            depth += max(math.log(cut_err / (1e-16 * float(result.value))) + 5.0, 40.0)
             deeper += 1
             continue
         lo, hi, done = _grow(result, lo, hi, margin, length, forward=forward)
