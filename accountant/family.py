@@ -6,7 +6,8 @@ x1. Exhaustive enumeration of every dataset (tests/reference/oracle_float.py) fi
 this family in every case checked. Any dataset's exact delta is a lower bound on the worst case.
 
 * k = 2: the histogram is the count of x0 alone, so F(a) is the single-bin model with nx0 = a,
-  computed exactly by :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
+  computed by :mod:`k2_exact` (extended precision, about 1e-14 wide) or, where that declines,
+  :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
 * a = 0 and a = n - 1, k >= 3: the others are i.i.d., and the leave-one-out identity
   Others(h - e_v) = Mult_n(h) h_v / (n p_v) turns delta into (1/n) E[(G_1 + ... + G_n)_+]
   (docs/accounting.md), bracketed by :mod:`gsum` at any n. For a = 0 both directions
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -69,7 +71,7 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
     if eps >= mech.eps0:
         return Bracket.exact_zero()  # every dataset: k-RR alone is (eps0, 0)-DP
     if mech.k == 2:
-        return SingleBin(a).bracket(mech, eps)
+        return _k2_value(mech, a, eps)
     require_eps0_in_range(mech)
     if a == mech.n - 1:
         if mech.n > G_FORM_FROM_N:
@@ -419,7 +421,7 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     cheap evaluations of F(a) alone (at delta (1 - 1e-10), so that a certificate within
     K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
-    (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
+    (its budget ran out), :func:`_k2_uncertified` looks further up; (0, inf) if none confirms.
     """
     from shuffledp.accountant.inversion import smallest_eps_at_most
 
@@ -446,10 +448,34 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             lower = smallest_eps_at_most(low, delta, crossing, upper_side=False, tol=K2_EPS_TOL)
             return min(lower, crossing), crossing
         if best == a_star:
-            break
+            return 0.0, _k2_uncertified(mech, delta, certified, up)
         a_star = best
-    for step in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1):
-        check = min(crossing + step * (1.0 + crossing), mech.eps0)
-        if k2_worst_case(mech, check)[0].upper <= delta:
-            return 0.0, check  # the lower end comes from the lower members
     return 0.0, math.inf
+
+
+def _k2_uncertified(
+    mech: ShuffledKRR, delta: float, certified: Bracket, up: Callable[[float], float]
+) -> float:
+    """The certificate at the crossing stayed above delta (its budget ran out, ratio r =
+    upper / lower): look for the eps where F(a*) alone meets delta / (1.01 r) (by the cheap
+    evaluations of ``up``) and certify there, a few times; then a few eps further up. The lower
+    end then comes from the lower members. inf if none confirms."""
+    from shuffledp.accountant.inversion import smallest_eps_at_most
+
+    ratio = certified.upper / certified.lower if certified.lower > 0 else math.inf
+    check = math.inf
+    for _ in range(3):
+        if not math.isfinite(ratio):
+            break
+        check = smallest_eps_at_most(up, delta / (1.01 * ratio), 0.0, upper_side=True)
+        if not check < mech.eps0:
+            break
+        again = k2_worst_case(mech, check)[0]
+        if again.upper <= delta:
+            return check
+        ratio *= again.upper / delta
+    for step in (1e-3, 1e-2, 1e-1):
+        top = min(check if math.isfinite(check) else mech.eps0, mech.eps0)
+        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0))[0].upper <= delta:
+            return min(top * (1.0 + step), mech.eps0)
+    return math.inf
