@@ -291,8 +291,8 @@ K2_BLOCK_A = 20_000
 K2_SINGLE_BIN_WORK = 10_000_000
 #: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
 K2_NEAR = 64
-#: Absolute tolerance of the k = 2 eps(delta) crossings (inversion's default is 1e-9: 6e-8
-#: relative at eps = 0.016).
+#: Smallest tolerance of the k = 2 eps(delta) crossings (_fine_crossing: 1e-11 relative below
+#: eps = 1; inversion's default is 1e-9 absolute, 6e-8 relative at eps = 0.016).
 K2_EPS_TOL = 1e-13
 #: A block is accepted once its removal bound is within this factor of the best value found.
 K2_TOLERANCE = 1e-11
@@ -423,7 +423,6 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
     (its budget ran out), :func:`_k2_uncertified` looks further up; (0, inf) if none confirms.
     """
-    from shuffledp.accountant.inversion import smallest_eps_at_most
 
     guess_at = min(start, mech.eps0 * 0.5)
     near = range(min((mech.n - 1) // 2, K2_NEAR) + 1)  # the usual place of the maximum
@@ -434,9 +433,7 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
         def up(e: float, a: int = a_star) -> float:
             return _k2_value(mech, a, e).upper if e < mech.eps0 else 0.0
 
-        crossing = smallest_eps_at_most(
-            up, delta * (1.0 - 1e-10), start, upper_side=True, tol=K2_EPS_TOL
-        )
+        crossing = _fine_crossing(up, delta * (1.0 - 1e-10), start, upper_side=True)
         if not math.isfinite(crossing) or crossing >= mech.eps0:
             return 0.0, math.inf
         certified, best = k2_worst_case(mech, crossing)
@@ -445,12 +442,27 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             def low(e: float, a: int = a_star) -> float:
                 return _k2_value(mech, a, e).lower if e < mech.eps0 else 0.0
 
-            lower = smallest_eps_at_most(low, delta, crossing, upper_side=False, tol=K2_EPS_TOL)
+            lower = _fine_crossing(low, delta, crossing, upper_side=False)
             return min(lower, crossing), crossing
         if best == a_star:
             return 0.0, _k2_uncertified(mech, delta, certified, up)
         a_star = best
     return 0.0, math.inf
+
+
+def _fine_crossing(
+    fn: Callable[[float], float], target: float, start: float, *, upper_side: bool
+) -> float:
+    """smallest_eps_at_most to inversion's tolerance (1e-9 absolute), then, below eps = 1, again
+    from there to 1e-11 relative (at least K2_EPS_TOL): 1e-9 is 6e-8 relative at eps = 0.016.
+    (Near eps0 = 700 the refinement would creep through thousands of steps: not done there.)"""
+    from shuffledp.accountant.inversion import smallest_eps_at_most
+
+    coarse = smallest_eps_at_most(fn, target, start, upper_side=upper_side)
+    if not 0.0 < coarse <= 1.0:
+        return coarse
+    tol = max(K2_EPS_TOL, 1e-11 * coarse)
+    return smallest_eps_at_most(fn, target, coarse, upper_side=upper_side, tol=tol)
 
 
 def _k2_uncertified(
