@@ -6,7 +6,8 @@ x1. Exhaustive enumeration of every dataset (tests/reference/oracle_float.py) fi
 this family in every case checked. Any dataset's exact delta is a lower bound on the worst case.
 
 * k = 2: the histogram is the count of x0 alone, so F(a) is the single-bin model with nx0 = a,
-  computed exactly by :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
+  computed by :mod:`k2_exact` (extended precision, about 1e-14 wide) or, where that declines,
+  :class:`SingleBin`; F(a) = F(n - 1 - a) (swap the labels x0 and x1).
 * a = 0 and a = n - 1, k >= 3: the others are i.i.d., and the leave-one-out identity
   Others(h - e_v) = Mult_n(h) h_v / (n p_v) turns delta into (1/n) E[(G_1 + ... + G_n)_+]
   (docs/accounting.md), bracketed by :mod:`gsum` at any n. For a = 0 both directions
@@ -25,6 +26,7 @@ from __future__ import annotations
 import functools
 import heapq
 import math
+from collections.abc import Callable
 
 import numpy as np
 
@@ -39,6 +41,7 @@ from shuffledp.accountant.bounds import (
     WangKRR,
 )
 from shuffledp.accountant.gsum import Atom, TooLargeError
+from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
@@ -68,7 +71,7 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
     if eps >= mech.eps0:
         return Bracket.exact_zero()  # every dataset: k-RR alone is (eps0, 0)-DP
     if mech.k == 2:
-        return SingleBin(a).bracket(mech, eps)
+        return _k2_value(mech, a, eps)
     require_eps0_in_range(mech)
     if a == mech.n - 1:
         if mech.n > G_FORM_FROM_N:
@@ -276,11 +279,23 @@ class FamilyF(Bound):
         )
 
 
-#: Most single-bin evaluations one certificate of the k = 2 maximum may take; past it the blocks
-#: left keep their (valid, looser) removal bounds.
-K2_BUDGET = 120
+#: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
+#: their (valid, looser) removal bounds.
+K2_BUDGET = 2000
+#: ... and at most this much work (k2_exact.WorkMeter; about 10 s at n = 1e6, where it binds).
+K2_WORK = 1_500_000_000
+#: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
+#: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
+#: counted as this much work.
+K2_BLOCK_A = 20_000
+K2_SINGLE_BIN_WORK = 10_000_000
+#: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
+K2_NEAR = 64
+#: Smallest tolerance of the k = 2 eps(delta) crossings (_fine_crossing: 1e-11 relative below
+#: eps = 1; inversion's default is 1e-9 absolute, 6e-8 relative at eps = 0.016).
+K2_EPS_TOL = 1e-13
 #: A block is accepted once its removal bound is within this factor of the best value found.
-K2_TOLERANCE = 1e-9
+K2_TOLERANCE = 1e-11
 
 
 def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
@@ -294,59 +309,94 @@ def _k2_cached(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     return _k2_worst_case(mech, eps)
 
 
+def _k2_value(
+    mech: ShuffledKRR, a: int, eps: float, meter: WorkMeter | None = None, *, fast: bool = False
+) -> Bracket:
+    """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide; fast: float64 convolution,
+    about 1e-9) where it applies, else the float64 single-bin code (wider at large n: 5e-5
+    relative at n = 1e6)."""
+    value = k2_family_value(mech, a, eps, meter, fast=fast)
+    if value is None and fast:  # near float64's underflow: the long double convolution
+        value = k2_family_value(mech, a, eps, meter)
+    return value if value is not None else SingleBin(a).bracket(mech, eps)
+
+
 def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     """k = 2: a bracket on max_a F(a), which is the exact worst case (every dataset of the others
     is "a hold x0, the rest x1"), and the a that gave the lower end.
 
     Lower end: the best F(a) evaluated. Upper end: a certificate over every a. F(a) = F(n-1-a),
-    so a <= (n - 1) / 2 suffices. For a block [a1, a2], the counts of the middle users (a - a1 of
-    them on x0, a2 - a on x1) are independent of u; revealing them can only help the adversary,
-    and what remains is the single-bin model of n - (a2 - a1) users with a1 on x0, for every a
-    in the block at once: max over the block <= that value. The block with the largest bound is
-    split (at its middle, evaluated exactly) until that bound is within K2_TOLERANCE of the best
-    value found, or K2_BUDGET evaluations are spent; the upper end is the largest bound left
-    (or value evaluated).
+    so a <= (n - 1) / 2 suffices; every a <= K2_NEAR is evaluated (the maximum sits near the
+    ends). For a block [a1, a2], the counts of the middle users (a - a1 of them on x0, a2 - a on
+    x1) are independent of u; revealing them can only help the adversary, and what remains is
+    the single-bin model of n - (a2 - a1) users with a1 on x0, for every a in the block at once:
+    max over the block <= that value (computed with the float64 convolution, again in long
+    double where its width decides whether the block is cleared). The block with the largest bound is split in two (a block
+    of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
+    best value found (or below 1e-300, where floats lose precision) or is a single a, or
+    K2_BUDGET splits or K2_WORK are spent; the upper end is the largest bound left (or value
+    evaluated).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
     half = (mech.n - 1) // 2
     cache: dict[int, Bracket] = {}
+    meter = WorkMeter()
 
     def exact(a: int) -> Bracket:
         if a not in cache:
-            cache[a] = SingleBin(a).bracket(mech, eps)
+            cache[a] = _k2_value(mech, a, eps, meter)
         return cache[a]
 
     def block(a1: int, a2: int) -> tuple[float, int, int]:
         if a1 == a2:
             return -exact(a1).upper, a1, a2
         reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
-        return -SingleBin(a1).bracket(reduced, eps).upper, a1, a2
+        if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
+            meter.work += K2_SINGLE_BIN_WORK
+            single = SingleBin(a1).bracket(reduced, eps)
+            if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
+                return -single.upper, a1, a2
+        bound = _k2_value(reduced, a1, eps, meter, fast=True)
+        target = max(b.lower for b in cache.values()) * (1.0 + K2_TOLERANCE)
+        if bound.lower <= target < bound.upper:  # the float64 width decides: redo it exactly
+            bound = _k2_value(reduced, a1, eps, meter)
+        return -bound.upper, a1, a2
 
-    for a in candidates(mech):
-        if a <= half:
-            exact(a)
-    heap = [block(0, half)]
-    spent = 0
-    while heap:
+    near = min(half, K2_NEAR)
+    for a in range(near + 1):
+        exact(a)
+    heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
+    for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
         best = max(b.lower for b in cache.values())
-        if a1 == a2 or -neg_bound <= best * (1.0 + K2_TOLERANCE) or spent >= K2_BUDGET:
-            if a1 != a2 or len(heap) == 1 or -neg_bound <= best * (1.0 + K2_TOLERANCE):
-                break
-            heapq.heappop(heap)  # an evaluated point on top: its value is final
-            heapq.heappush(heap, (neg_bound, a1, a2))
+        done = -neg_bound <= max(best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
+        if a1 == a2 or done or meter.work > K2_WORK:
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
-        exact(mid)
         heapq.heappush(heap, block(a1, mid))
         heapq.heappush(heap, block(mid + 1, a2))
-        spent += 1
     best_a = max(cache, key=lambda a: cache[a].lower)
+    _K2_BEST_A[(mech.n, mech.eps0)] = best_a
     lower = cache[best_a].lower
     upper = max(-heap[0][0], max(b.upper for b in cache.values()))
     return Bracket(lower, max(upper, lower)), best_a
+
+
+#: (n, eps0) -> the a that gave the last certificate's lower end (for :func:`k2_lower`).
+_K2_BEST_A: dict[tuple[int, float], int] = {}
+
+
+def k2_lower(mech: ShuffledKRR, eps: float) -> float:
+    """k = 2: a lower bound on the worst case at eps: F(a) (the exact delta of one dataset) at
+    the a that gave the last certificate's lower end for this (n, eps0), or the certificate's
+    own lower end if there was none. Cheap where eps(delta) searches the lower crossing: one
+    F(a) per eps instead of one certificate."""
+    a = _K2_BEST_A.get((mech.n, mech.eps0))
+    if a is None or a > mech.n - 1:
+        return k2_worst_case(mech, eps)[0].lower
+    return 0.0 if eps >= mech.eps0 else _k2_value(mech, a, eps).lower
 
 
 class ExactK2(Bound):
@@ -366,38 +416,78 @@ class ExactK2(Bound):
 
 def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
     """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
-    meets delta, with few certificates. The single a that is the maximum gives a crossing by
-    cheap single-bin evaluations (at delta (1 - 1e-8), so that a certificate within
+    meets delta, with few certificates. The best a <= K2_NEAR at the starting eps is the first
+    candidate for the maximum; the single a that is the maximum gives a crossing by
+    cheap evaluations of F(a) alone (at delta (1 - 1e-10), so that a certificate within
     K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
-    (its budget ran out), it is tried at a few eps further up; (0, inf) if none confirms.
+    (its budget ran out), :func:`_k2_uncertified` looks further up; (0, inf) if none confirms.
     """
-    from shuffledp.accountant.inversion import smallest_eps_at_most
 
-    a_star = k2_worst_case(mech, min(start, mech.eps0 * 0.5))[1]
+    guess_at = min(start, mech.eps0 * 0.5)
+    near = range(min((mech.n - 1) // 2, K2_NEAR) + 1)  # the usual place of the maximum
+    a_star = max(near, key=lambda a: _k2_value(mech, a, guess_at).lower)
     crossing = math.inf
     for _ in range(8):
-        single = SingleBin(a_star)
 
-        def up(e: float, b: SingleBin = single) -> float:
-            return b.bracket(mech, e).upper
+        def up(e: float, a: int = a_star) -> float:
+            return _k2_value(mech, a, e).upper if e < mech.eps0 else 0.0
 
-        crossing = smallest_eps_at_most(up, delta * (1.0 - 1e-8), start, upper_side=True)
+        crossing = _fine_crossing(up, delta * (1.0 - 1e-10), start, upper_side=True)
         if not math.isfinite(crossing) or crossing >= mech.eps0:
             return 0.0, math.inf
         certified, best = k2_worst_case(mech, crossing)
         if certified.upper <= delta:
 
-            def low(e: float, b: SingleBin = single) -> float:
-                return b.bracket(mech, e).lower
+            def low(e: float, a: int = a_star) -> float:
+                return _k2_value(mech, a, e).lower if e < mech.eps0 else 0.0
 
-            lower = smallest_eps_at_most(low, delta, crossing, upper_side=False)
+            lower = _fine_crossing(low, delta, crossing, upper_side=False)
             return min(lower, crossing), crossing
         if best == a_star:
-            break
+            return 0.0, _k2_uncertified(mech, delta, certified, up)
         a_star = best
-    for step in (1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1):
-        check = min(crossing + step * (1.0 + crossing), mech.eps0)
-        if k2_worst_case(mech, check)[0].upper <= delta:
-            return 0.0, check  # the lower end comes from the lower members
     return 0.0, math.inf
+
+
+def _fine_crossing(
+    fn: Callable[[float], float], target: float, start: float, *, upper_side: bool
+) -> float:
+    """smallest_eps_at_most to inversion's tolerance (1e-9 absolute), then, below eps = 1, again
+    from there to 1e-11 relative (at least K2_EPS_TOL): 1e-9 is 6e-8 relative at eps = 0.016.
+    (Near eps0 = 700 the refinement would creep through thousands of steps: not done there.)"""
+    from shuffledp.accountant.inversion import smallest_eps_at_most
+
+    coarse = smallest_eps_at_most(fn, target, start, upper_side=upper_side)
+    if not 0.0 < coarse <= 1.0:
+        return coarse
+    tol = max(K2_EPS_TOL, 1e-11 * coarse)
+    return smallest_eps_at_most(fn, target, coarse, upper_side=upper_side, tol=tol)
+
+
+def _k2_uncertified(
+    mech: ShuffledKRR, delta: float, certified: Bracket, up: Callable[[float], float]
+) -> float:
+    """The certificate at the crossing stayed above delta (its budget ran out, ratio r =
+    upper / lower): look for the eps where F(a*) alone meets delta / (1.01 r) (by the cheap
+    evaluations of ``up``) and certify there, a few times; then a few eps further up. The lower
+    end then comes from the lower members. inf if none confirms."""
+    from shuffledp.accountant.inversion import smallest_eps_at_most
+
+    ratio = certified.upper / certified.lower if certified.lower > 0 else math.inf
+    check = math.inf
+    for _ in range(3):
+        if not math.isfinite(ratio):
+            break
+        check = smallest_eps_at_most(up, delta / (1.01 * ratio), 0.0, upper_side=True)
+        if not check < mech.eps0:
+            break
+        again = k2_worst_case(mech, check)[0]
+        if again.upper <= delta:
+            return check
+        ratio *= again.upper / delta
+    for step in (1e-3, 1e-2, 1e-1):
+        top = min(check if math.isfinite(check) else mech.eps0, mech.eps0)
+        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0))[0].upper <= delta:
+            return min(top * (1.0 + step), mech.eps0)
+    return math.inf

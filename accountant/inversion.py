@@ -64,9 +64,14 @@ class EpsResult:
 
 
 def smallest_eps_at_most(
-    fn: Callable[[float], float], target: float, start: float, *, upper_side: bool
+    fn: Callable[[float], float],
+    target: float,
+    start: float,
+    *,
+    upper_side: bool,
+    tol: float = EPS_TOL,
 ) -> float:
-    """inf{eps >= 0 : fn(eps) <= target} for non-increasing fn, to EPS_TOL, on the safe side.
+    """inf{eps >= 0 : fn(eps) <= target} for non-increasing fn, to tol, on the safe side.
 
     upper_side: fn bounds the truth from above (return the top of the final interval, where
     fn <= target was checked) or from below (return the bottom, where fn > target was checked).
@@ -82,14 +87,20 @@ def smallest_eps_at_most(
         if hi > EPS_CAP:
             return math.inf if upper_side else lo
         fhi = fn(hi)
-    lo, hi = _illinois(fn, target, lo, hi, flo, fhi)
+    lo, hi = _illinois(fn, target, lo, hi, flo, fhi, tol)
     return hi if upper_side else lo
 
 
 def _illinois(
-    fn: Callable[[float], float], target: float, lo: float, hi: float, flo: float, fhi: float
+    fn: Callable[[float], float],
+    target: float,
+    lo: float,
+    hi: float,
+    flo: float,
+    fhi: float,
+    tol: float = EPS_TOL,
 ) -> tuple[float, float]:
-    """Shrink [lo, hi] with fn(lo) > target >= fn(hi) to width <= EPS_TOL.
+    """Shrink [lo, hi] with fn(lo) > target >= fn(hi) to width <= tol.
 
     Regula falsi on g = log fn - log target (log delta is close to linear in eps, so this takes a
     handful of steps where bisection takes ~35), with the Illinois halving against stagnation and
@@ -107,7 +118,7 @@ def _illinois(
 
     glo, ghi = g(flo), g(fhi)
     kept = 0  # +1: lo kept last step, -1: hi kept last step
-    while hi - lo > EPS_TOL:
+    while hi - lo > tol:
         width = hi - lo
         g_step = ghi if math.isfinite(ghi) else min(g_zero, glo - 1.0)
         # fn(hi) = 0 and hi kept last step: bisect (the g_zero step can creep by 1e-3 of the
@@ -115,7 +126,7 @@ def _illinois(
         creeping = kept == -1 and not math.isfinite(ghi)
         if math.isfinite(glo) and glo > g_step and not creeping:
             x = hi - g_step * width / (g_step - glo)
-            margin = min(0.25 * width, max(EPS_TOL / 4.0, 1e-3 * width))
+            margin = min(0.25 * width, max(tol / 4.0, 1e-3 * width))
             x = min(max(x, lo + margin), hi - margin)
         else:
             x = lo + 0.5 * width

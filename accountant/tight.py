@@ -28,7 +28,7 @@ from shuffledp.accountant.bounds import (
     SingleBin,
     WangKRR,
 )
-from shuffledp.accountant.family import ExactK2, FamilyF, candidates, family_delta
+from shuffledp.accountant.family import ExactK2, FamilyF, candidates, family_delta, k2_lower
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.pairs import Bracket
 
@@ -73,14 +73,14 @@ class FamilyMember(Bound):
 
 
 class _K2Lower(Bound):
-    """k = 2: the lower end of family.k2_worst_case (the best F(a) its search evaluated)."""
+    """k = 2: F(a) at the a of the last certificate's lower end (family.k2_lower)."""
 
     name = "family-f(k=2, every a)"
     kind = BoundKind.LOWER
     guarantee = FamilyF.guarantee
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        lower = ExactK2().bracket(mech, eps).lower
+        lower = k2_lower(mech, eps)
         return Bracket(lower, lower)
 
 

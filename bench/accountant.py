@@ -10,7 +10,11 @@ work does not grow with n (docs/accounting.md, "Speed"); the figures say how the
 Anchors: the published clone-bound code takes 5-30 s per eps(delta) at n = 1e6 and the
 variation-ratio code about 20 s.
 
-Run: .venv/bin/python bench/accountant.py [--quick]
+k = 2 (--k2): tight's bracket is the certificate of max_a F(a) (family.k2_worst_case), exact
+to 1e-9 where it finishes; the section prints its ratio and time for n in {1e4, 1e5, 1e6}, eps0 in
+{0.5, 1, 2, 4, 8} and eps in {0.1, 0.5, 1} below eps0 (where delta_upper >= 1e-300), and eps(1e-6).
+
+Run: .venv/bin/python bench/accountant.py [--quick] [--k2 [--k2-min-n N] [--k2-max-n N]]
 """
 
 from __future__ import annotations
@@ -92,10 +96,36 @@ def print_tight_grid(n: int) -> None:
     )
 
 
+def print_k2(min_n: float, max_n: float) -> None:
+    """k = 2: tight's delta(eps) (the certificate) and eps(1e-6), ratio and CPU seconds each."""
+    print("k = 2: n eps0 | eps delta_lower ratio-1 s ... | eps(1e-6) lower upper ratio-1 s")
+    for n in [n for n in (10**4, 10**5, 10**6) if min_n <= n <= max_n]:
+        for eps0 in (0.5, 1.0, 2.0, 4.0, 8.0):
+            mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+            cells = []
+            for eps in [e for e in (0.1, 0.5, 1.0) if e < eps0]:
+                t_d, _, r = timed(functools.partial(Tight().delta, mech, eps), 1)
+                if r.delta_upper >= 1e-300:
+                    gap = r.delta_upper / r.delta_lower - 1.0
+                    cells.append(f"{eps} {r.delta_lower:.4e} {gap:.1e} {t_d:.2f}")
+            t_e, _, e = timed(functools.partial(eps_for_delta, Tight(), mech, 1e-6), 1)
+            print(
+                f"{n:.0e} {eps0} | " + " ; ".join(cells) + f" | {e.eps_lower:.6g} "
+                f"{e.eps_upper:.6g} {e.eps_upper / e.eps_lower - 1.0:.1e} {t_e:.2f}",
+                flush=True,
+            )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
+    parser.add_argument("--k2", action="store_true", help="only the k = 2 section")
+    parser.add_argument("--k2-max-n", type=float, default=1e6, help="largest n of --k2")
+    parser.add_argument("--k2-min-n", type=float, default=1e4, help="smallest n of --k2")
     args = parser.parse_args()
+    if args.k2:
+        print_k2(args.k2_min_n, args.k2_max_n)
+        return
     repeat = 1 if args.quick else 3
     bounds: list[Bound] = [
         OptimalBlanket(),
