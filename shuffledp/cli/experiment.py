@@ -9,6 +9,7 @@ experiment could not run (missing data, unreachable Dask scheduler, a failed pip
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -186,6 +187,10 @@ def run(args: argparse.Namespace) -> int:
                 experiment = load_experiment(name)
                 output = experiment(context)
             except KeyboardInterrupt:
+                # Stopping the workers takes a moment; a second Ctrl-C (or a SIGINT that lands
+                # during interpreter shutdown, when Python has put back the default handler)
+                # must not turn the clean exit 130 into death by signal.
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
                 repeater.terminate()
                 return _error(f"{name}: interrupted; every worker process was stopped", 130)
             except ModuleNotFoundError as exc:
