@@ -37,7 +37,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
+from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
 from shuffledp.accountant.mechanism import require_delta, require_eps
 from shuffledp.analyzer.baseline import RandomState
 from shuffledp.analyzer.records import MODE_AT_TARGET, PrivacyBlock
@@ -58,15 +58,10 @@ from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.validation import require_int, require_positive
 
 __all__ = [
-    "PAPER_EPS0",
-    "TARGET_DELTA",
-    "TARGET_EPS",
     "EpsAtDelta",
-    "PrivacyPlan",
     "RoundSpec",
     "eps_at_delta",
     "histogram_of_round",
-    "privacy_plan",
     "run_round",
     "run_spec",
     "run_specs_through_pipeline",
@@ -125,46 +120,6 @@ def eps_at_delta(n: int, k: int, eps0: float, delta: float) -> EpsAtDelta:
         delta=delta_value,
         eps=float(result.eps),
         eps_lower=float(result.eps_lower),
-    )
-
-
-#: The two privacy settings of :func:`privacy_plan` (used by gowalla-*; the evaluation's own
-#: settings are in :mod:`.settings`): the seed paper's eps0 = 4 (eps = eps0 = 4), and eps0
-#: calibrated to (TARGET_EPS, TARGET_DELTA).
-PAPER_EPS0 = 4.0
-TARGET_EPS = 1.0
-TARGET_DELTA = 1e-6
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PrivacyPlan:
-    """The accountant's numbers for n users and k values in both settings (computed once per
-    (n, k), in parallel).
-
-    ``paper``: eps at delta = TARGET_DELTA for eps0 = PAPER_EPS0; ``paper_delta_at_eps0`` /
-    ``paper_delta_lower_at_eps0``: the bracket at eps = eps0 = PAPER_EPS0. ``calibrated_eps0``:
-    the largest eps0 meeting (TARGET_EPS, TARGET_DELTA)."""
-
-    n: int
-    k: int
-    paper: EpsAtDelta
-    paper_delta_at_eps0: float
-    paper_delta_lower_at_eps0: float
-    calibrated_eps0: float
-
-
-def privacy_plan(n: int, k: int) -> PrivacyPlan:
-    """The :class:`PrivacyPlan` of (n, k) (top-level: it runs in worker processes)."""
-    require_int("n", n, 2)
-    require_int("k", k, 2, MAX_K)
-    at_eps0 = Tight().delta(ShuffledKRR(n=n, k=k, eps0=PAPER_EPS0), PAPER_EPS0)
-    return PrivacyPlan(
-        n=n,
-        k=k,
-        paper=eps_at_delta(n, k, PAPER_EPS0, TARGET_DELTA),
-        paper_delta_at_eps0=float(at_eps0.delta_upper),
-        paper_delta_lower_at_eps0=float(at_eps0.delta_lower),
-        calibrated_eps0=calibrate_eps0(n, k, TARGET_EPS, TARGET_DELTA),
     )
 
 

@@ -1,12 +1,10 @@
-"""Figures shared by the experiments: measurements over runs, curves, heat maps.
+"""Figures shared by the experiments: runs and heat maps (delta curves: delta_figures.py).
 
 * :func:`runs_plot`: one value per run at each x (e.g. the TV distance of every run at each n),
   drawn as the individual points when there are fewer than :data:`BOX_MIN_RUNS` runs (a box of
   three values misleads) and as box plots from there on; medians joined by a thin line; log x
   for n; optionally a strip below with the eps each mechanism ran at (so a Gaussian whose eps
   changes with n shows it).
-* :func:`curve_plot`: lines such as delta(eps), log y; values that a log axis cannot show (0,
-  negative) are counted in the panel, never silently dropped.
 * :func:`heat_maps`: a region's grid, one panel per release, one colour scale.
 
 Styles (colour-blind safe colours fixed per mechanism, at most six series per panel, PNG + SVG)
@@ -31,79 +29,7 @@ from shuffledp.simulations.experiments.figure_style import (
     series_style,
 )
 
-__all__ = ["CurvePanel", "RunsPanel", "box_plot", "curve_plot", "heat_maps", "runs_plot"]
-
-#: Resolution of every PNG (dots per inch).
-DPI = 120
-
-
-def _pyplot() -> Any:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
-
-
-def _colours(count: int) -> list[Any]:
-    plt = _pyplot()
-    cycle = plt.rcParams["axes.prop_cycle"].by_key().get("color", ["C0"])
-    return [cycle[i % len(cycle)] for i in range(count)]
-
-
-def box_plot(
-    path: Path,
-    groups: Sequence[str],
-    data: Mapping[str, Sequence[Sequence[float]]],
-    *,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    logy: bool = False,
-) -> Path:
-    """Grouped box plots: for each group (e.g. each n) one box per series side by side;
-    ``data[series][g]`` are the values of series in group g (e.g. one TV distance per run).
-    Boxes: quartiles, median line, whiskers at 1.5 IQR, outliers as points."""
-    plt = _pyplot()
-    if not groups or not data:
-        raise InvalidParameterError("box_plot needs at least one group and one series")
-    for label, per_group in data.items():
-        if len(per_group) != len(groups):
-            raise InvalidParameterError(
-                f"series {label!r} must have {len(groups)} groups, got {len(per_group)}"
-            )
-    count = len(data)
-    width = 0.8 / count
-    fig, ax = plt.subplots(figsize=(max(7.0, 1.2 * len(groups) * count * 0.45 + 2), 4.8))
-    try:
-        handles = []
-        for index, (colour, (label, per_group)) in enumerate(
-            zip(_colours(count), data.items(), strict=True)
-        ):
-            positions = np.arange(len(groups)) + (index - (count - 1) / 2) * width
-            boxes = ax.boxplot(
-                [np.asarray(values, dtype=np.float64) for values in per_group],
-                positions=positions,
-                widths=width * 0.9,
-                patch_artist=True,
-                manage_ticks=False,
-                flierprops={"markersize": 3, "markeredgecolor": colour},
-                medianprops={"color": "black"},
-            )
-            for patch in boxes["boxes"]:
-                patch.set_facecolor(colour)
-                patch.set_alpha(0.6)
-            handles.append((boxes["boxes"][0], label))
-        ax.set_xticks(np.arange(len(groups)))
-        ax.set_xticklabels(list(groups))
-        ax.legend([h for h, _ in handles], [label for _, label in handles], fontsize="small")
-        _finish(ax, xlabel=xlabel, ylabel=ylabel, title=title, logx=False, logy=logy)
-        fig.tight_layout()
-        fig.savefig(path, dpi=DPI)
-    finally:
-        plt.close(fig)
-    return path
+__all__ = ["BOX_MIN_RUNS", "RunsPanel", "heat_maps", "runs_plot"]
 
 
 def heat_maps(
@@ -127,7 +53,7 @@ def heat_maps(
     overlap). ``shared_scale``: one colour scale for all panels (so equal colours mean equal
     values across panels). Writes PNG and SVG next to ``path``; returns both.
     """
-    plt = _pyplot()
+    plt = pyplot()
     if not panels:
         raise InvalidParameterError("heat_maps needs at least one panel")
     grids = []
@@ -198,18 +124,7 @@ def _degree_ticks(ax: Any) -> None:
         axis.set_major_formatter(FormatStrFormatter("%.2f"))
 
 
-def _finish(ax: Any, *, xlabel: str, ylabel: str, title: str, logx: bool, logy: bool) -> None:
-    if logx:
-        ax.set_xscale("log")
-    if logy:
-        ax.set_yscale("log")
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize="medium")
-    ax.grid(True, which="both", alpha=0.3)
-
-
-# --- runs and curves (the evaluation's style) ------------------------------------------------
+# --- runs (the evaluation's style) ------------------------------------------------
 
 #: From this many runs per point on, runs are drawn as box plots; below it, as points.
 BOX_MIN_RUNS = 10
@@ -245,23 +160,6 @@ class RunsPanel:
     def most_runs(self) -> int:
         """The largest number of runs at any point of any series."""
         return max((len(runs) for per_x in self.values.values() for runs in per_x), default=0)
-
-
-@dataclass(frozen=True, slots=True)
-class CurvePanel:
-    """One panel of :func:`curve_plot`: ``series[label] = (x values, y values)``."""
-
-    title: str
-    series: Mapping[str, tuple[Sequence[float], Sequence[float]]]
-
-    def __post_init__(self) -> None:
-        check_legend_size(len(self.series), self.title)
-        for label, (xs, ys) in self.series.items():
-            if len(xs) != len(ys):
-                raise InvalidParameterError(
-                    f"series {label!r} of panel {self.title!r} has {len(xs)} x values and "
-                    f"{len(ys)} y values"
-                )
 
 
 def _offsets(x: Sequence[float], count: int, logx: bool) -> tuple[list[float], float]:
@@ -407,63 +305,3 @@ def runs_plot(
         plt.close(fig)
         raise
     return save_figure(fig, path)
-
-
-def curve_plot(
-    path: Path,
-    panels: Sequence[CurvePanel],
-    *,
-    xlabel: str,
-    ylabel: str,
-    title: str,
-    logx: bool = False,
-    logy: bool = True,
-) -> tuple[Path, Path]:
-    """Lines with markers, panels side by side, log y by default. A value a log axis cannot
-    show (<= 0, NaN) is not drawn, and the panel says how many there were (``n not drawn``)
-    instead of dropping them silently. Writes PNG and SVG; returns both."""
-    if not panels:
-        raise InvalidParameterError("curve_plot needs at least one panel")
-    plt = pyplot()
-    fig, axes = plt.subplots(
-        1, len(panels), squeeze=False, figsize=(5.2 * len(panels) + 0.6, 4.2),
-        layout="constrained",
-    )  # fmt: skip
-    try:
-        for column, panel in enumerate(panels):
-            ax = axes[0][column]
-            hidden = _draw_curves(ax, panel, logy=logy)
-            if hidden:
-                ax.text(
-                    0.02, 0.02, f"{hidden} value(s) <= 0 not drawn (log axis)",
-                    transform=ax.transAxes, fontsize="x-small",
-                )  # fmt: skip
-            if logx:
-                ax.set_xscale("log")
-            if logy:
-                ax.set_yscale("log")
-            ax.set_title(panel.title, fontsize="medium")
-            ax.set_xlabel(xlabel)
-            ax.set_ylabel(ylabel if column == 0 else "")
-            ax.grid(True, which="major", alpha=0.3)
-            ax.legend(fontsize="small")
-        fig.suptitle(title, fontsize="medium")
-    except BaseException:
-        plt.close(fig)
-        raise
-    return save_figure(fig, path)
-
-
-def _draw_curves(ax: Any, panel: CurvePanel, *, logy: bool) -> int:
-    """Draw ``panel``'s lines; return how many points could not be drawn on a log y axis."""
-    hidden = 0
-    for index, (label, (xs, ys)) in enumerate(panel.series.items()):
-        style = series_style(label, index)
-        y = np.asarray(ys, dtype=np.float64)
-        bad = ~np.isfinite(y) | (y <= 0) if logy else ~np.isfinite(y)
-        hidden += int(bad.sum())
-        ax.plot(
-            np.asarray(xs, dtype=np.float64), np.where(bad, np.nan, y), color=style.colour,
-            marker=style.marker, linestyle=style.linestyle, markersize=4, label=label,
-        )  # fmt: skip
-    return hidden

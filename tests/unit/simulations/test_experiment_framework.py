@@ -20,12 +20,10 @@ from shuffledp.simulations.experiments.base import (
     ExperimentError,
     ExperimentOutput,
 )
+from shuffledp.simulations.experiments.delta_figures import Trace, TracePanel, trace_plot
 from shuffledp.simulations.experiments.plots import (
     BOX_MIN_RUNS,
-    CurvePanel,
     RunsPanel,
-    box_plot,
-    curve_plot,
     heat_maps,
     runs_plot,
 )
@@ -198,37 +196,25 @@ def test_plots_write_png_and_svg_and_validate_shapes(tmp_path: Path) -> None:
         ylabel="tv",
         title="t",
     )
-    curves = curve_plot(
+    curves = trace_plot(
         tmp_path / "curves.png",
-        [CurvePanel("(a)", {"a": ([0.1, 0.5], [1e-3, 0.0])})],
+        [TracePanel("(a)", (Trace("a", (0.1, 0.5), (1e-3, 0.0), 0, "line"),))],
         xlabel="eps",
         ylabel="delta",
         title="t",
-    )
-    box = box_plot(
-        tmp_path / "box.png",
-        ["10", "20"],
-        {"a": [[1.0, 2.0], [3.0]], "b": [[0.5], [0.7, 0.9]]},
-        xlabel="n",
-        ylabel="tv",
-        title="t",
-        logy=True,
     )
     for png, svg in (runs, curves):
         assert png.suffix == ".png" and svg.suffix == ".svg" and png.stem == svg.stem
         assert png.read_bytes().startswith(PNG_MAGIC) and len(png.read_bytes()) > 1_000
         assert b"<svg" in svg.read_bytes()[:500]
     # the zero of a log axis is reported in the panel, not dropped silently
-    assert "1 value(s) &lt;= 0 not drawn" in curves[1].read_text()
-    assert box.read_bytes().startswith(PNG_MAGIC)
+    assert "1 value(s) 0 or &lt; 1e-300" in curves[1].read_text()
     with pytest.raises(ValueError, match="must have 2 points, got 1"):
         RunsPanel("(a)", (1.0, 2.0), {"a": [[1.0]]})
     with pytest.raises(ValueError, match="has 7 series; at most 6 per panel"):
         RunsPanel("(a)", (1.0,), {str(i): [[1.0]] for i in range(7)})
-    with pytest.raises(ValueError, match="has 2 x values and 1 y values"):
-        CurvePanel("(a)", {"a": ([1.0, 2.0], [1.0])})
-    with pytest.raises(ValueError, match="must have 2 groups, got 1"):
-        box_plot(tmp_path / "bad.png", ["1", "2"], {"a": [[1.0]]}, xlabel="", ylabel="", title="")
+    with pytest.raises(ValueError, match="has 7 series; at most 6 per panel"):
+        TracePanel("(a)", tuple(Trace(str(i), (1.0,), (1.0,), i, "line") for i in range(7)))
     with pytest.raises(ValueError, match="rows \\* columns = 6 cells, got 5"):
         heat_maps(tmp_path / "bad.png", [("p", np.ones(5))], rows=2, columns=3, title="t")
 
