@@ -20,6 +20,7 @@ import numpy.typing as npt
 
 from shuffledp.simulations.data.regions import Region
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.csv_rows import write_csv
 from shuffledp.simulations.experiments.figure_style import OKABE_ITO, pyplot, save_figure
 from shuffledp.simulations.experiments.gowalla_data import (
     PARIS,
@@ -30,7 +31,7 @@ from shuffledp.simulations.experiments.gowalla_data import (
     load_points,
     load_population,
 )
-from shuffledp.simulations.experiments.gowalla_report import data_lines, write_csv
+from shuffledp.simulations.experiments.gowalla_report import data_lines
 
 __all__ = ["NAME", "run"]
 

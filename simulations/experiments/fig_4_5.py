@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.csv_rows import write_csv
 from shuffledp.simulations.experiments.gowalla_data import (
     PARIS,
     SF,
@@ -44,7 +45,6 @@ from shuffledp.simulations.experiments.gowalla_report import (
     median_text,
     randomness_text,
     rounds_text,
-    write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
     ESTIMATORS,

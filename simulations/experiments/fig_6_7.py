@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.csv_rows import write_csv
 from shuffledp.simulations.experiments.gowalla_data import (
     PARIS,
     SF,
@@ -39,7 +40,6 @@ from shuffledp.simulations.experiments.gowalla_report import (
     median_text,
     randomness_text,
     rounds_text,
-    write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
     ESTIMATORS,

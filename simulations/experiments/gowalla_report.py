@@ -3,10 +3,8 @@ of its ``SUMMARY-<name>.md`` (the data used, the randomness, number formats)."""
 
 from __future__ import annotations
 
-import csv
 import math
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -14,25 +12,7 @@ import numpy as np
 from shuffledp.simulations.experiments.base import ExperimentContext
 from shuffledp.simulations.experiments.gowalla_data import Population, RegionSetup
 
-__all__ = ["data_lines", "fmt", "median_text", "randomness_text", "rounds_text", "write_csv"]
-
-
-def write_csv(path: Path, columns: Sequence[str], rows: Sequence[Mapping[str, Any]]) -> Path:
-    """``rows`` as CSV with a header (None and NaN as empty cells, floats with repr)."""
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns))
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _cell(row.get(key)) for key in columns})
-    return path
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float):
-        return "" if math.isnan(value) else repr(value)
-    return value
+__all__ = ["data_lines", "fmt", "median_text", "randomness_text", "rounds_text"]
 
 
 def fmt(value: Any, spec: str) -> str:

@@ -25,10 +25,8 @@ pipeline; the central Gaussians are drawn here from the true counts
 
 from __future__ import annotations
 
-import csv
 from collections.abc import Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -62,7 +60,6 @@ __all__ = [
     "plan_for",
     "randomness_text",
     "run_points",
-    "write_csv",
 ]
 
 K = 15
@@ -277,20 +274,3 @@ def path_text(context: ExperimentContext) -> str:
         "the fast in-process path (the clients' k-RR, the hops' permutation, the analyzer's "
         "report; no broker or crypto)"
     )
-
-
-def write_csv(path: Path, columns: Sequence[str], rows: Sequence[dict[str, Any]]) -> None:
-    """``rows`` as CSV with exactly ``columns`` (None -> empty, floats as repr: exact)."""
-    with open(path, "w", encoding="utf-8", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=list(columns), extrasaction="ignore")
-        writer.writeheader()
-        for row in rows:
-            writer.writerow({key: _cell(row.get(key)) for key in columns})
-
-
-def _cell(value: Any) -> Any:
-    if value is None:
-        return ""
-    if isinstance(value, float | np.floating):
-        return repr(float(value))  # exact; numpy scalars' repr would be "np.float64(...)"
-    return value

@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.csv_rows import write_csv
 from shuffledp.simulations.experiments.synthetic_common import (
     DATASET_LABEL,
     EPS,
@@ -39,7 +40,6 @@ from shuffledp.simulations.experiments.synthetic_common import (
     path_text,
     randomness_text,
     run_points,
-    write_csv,
 )
 from shuffledp.validation import require_int
 

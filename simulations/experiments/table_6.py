@@ -38,6 +38,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
+from shuffledp.simulations.experiments.csv_rows import write_csv
 from shuffledp.simulations.experiments.gowalla_data import (
     PARIS,
     SF,
@@ -50,7 +51,6 @@ from shuffledp.simulations.experiments.gowalla_report import (
     data_lines,
     randomness_text,
     rounds_text,
-    write_csv,
 )
 from shuffledp.simulations.experiments.gowalla_rounds import (
     PlanRequest,
