@@ -1,5 +1,7 @@
 import sys
 
-from shuffledp.cli import main
+from shuffledp.cli.main import forget_caught_interrupt, main
 
-sys.exit(main())
+status = main()
+forget_caught_interrupt()
+sys.exit(status)

@@ -103,6 +103,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     return code
 
 
+def forget_caught_interrupt() -> None:
+    """Keep the exit status of a run whose Ctrl-C was caught and handled (status 130).
+
+    CPython (3.11, 3.12) records "KeyboardInterrupt was unhandled" whenever code run from a
+    *string* by exec/eval ends in KeyboardInterrupt, even when a caller catches it later, and
+    under ``python -m`` the interpreter then kills itself with SIGINT at exit, replacing the
+    status we return. dataclasses and namedtuple build their methods with string exec, so a
+    Ctrl-C landing while one is created (a lazy import) trips it. Every string eval clears the
+    record first, so an empty one before exiting restores our status; it is harmless where
+    the interpreter behaves otherwise.
+    """
+    exec("")  # a constant empty string: the call exists only for its side effect
+
+
 def _command(args: argparse.Namespace) -> str:
     """The command as typed: `keys init`, `data fetch`, not just `keys`."""
     nested = getattr(args, "keys_command", None) or getattr(args, "data_command", None)
@@ -117,4 +131,6 @@ def _one_line(error: BaseException) -> str:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    status = main()
+    forget_caught_interrupt()
+    sys.exit(status)
