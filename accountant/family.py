@@ -378,25 +378,9 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         heapq.heappush(heap, block(a1, mid))
         heapq.heappush(heap, block(mid + 1, a2))
     best_a = max(cache, key=lambda a: cache[a].lower)
-    _K2_BEST_A[(mech.n, mech.eps0)] = best_a
     lower = cache[best_a].lower
     upper = max(-heap[0][0], max(b.upper for b in cache.values()))
     return Bracket(lower, max(upper, lower)), best_a
-
-
-#: (n, eps0) -> the a that gave the last certificate's lower end (for :func:`k2_lower`).
-_K2_BEST_A: dict[tuple[int, float], int] = {}
-
-
-def k2_lower(mech: ShuffledKRR, eps: float) -> float:
-    """k = 2: a lower bound on the worst case at eps: F(a) (the exact delta of one dataset) at
-    the a that gave the last certificate's lower end for this (n, eps0), or the certificate's
-    own lower end if there was none. Cheap where eps(delta) searches the lower crossing: one
-    F(a) per eps instead of one certificate."""
-    a = _K2_BEST_A.get((mech.n, mech.eps0))
-    if a is None or a > mech.n - 1:
-        return k2_worst_case(mech, eps)[0].lower
-    return 0.0 if eps >= mech.eps0 else _k2_value(mech, a, eps).lower
 
 
 class ExactK2(Bound):
@@ -414,14 +398,16 @@ class ExactK2(Bound):
         return k2_worst_case(mech, eps)[0]
 
 
-def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float]:
-    """k = 2: (eps_lower, eps_upper) around the eps at which the exact worst case max_a F(a)
+def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float, int]:
+    """k = 2: (eps_lower, eps_upper, a*) around the eps at which the exact worst case max_a F(a)
     meets delta, with few certificates. The best a <= K2_NEAR at the starting eps is the first
-    candidate for the maximum; the single a that is the maximum gives a crossing by
-    cheap evaluations of F(a) alone (at delta (1 - 1e-10), so that a certificate within
-    K2_TOLERANCE of it stays below delta); one certificate there confirms it. If another a takes
+    candidate a* for the maximum; the crossing of F(a*) alone is found by cheap evaluations (at
+    delta (1 - 1e-10), so that a certificate within K2_TOLERANCE of it stays below delta); one
+    certificate there confirms it, and F(a*)'s lower crossing is eps_lower. If another a takes
     over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
-    (its budget ran out), :func:`_k2_uncertified` looks further up; (0, inf) if none confirms.
+    (its budget ran out), :func:`_k2_uncertified` looks further up with eps_lower 0; (0, inf)
+    if none confirms. a* is returned in every case: the caller's lower search evaluates F(a*)
+    (no state is kept between calls, so the answer does not depend on earlier ones).
     """
 
     guess_at = min(start, mech.eps0 * 0.5)
@@ -435,7 +421,7 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
 
         crossing = _fine_crossing(up, delta * (1.0 - 1e-10), start, upper_side=True)
         if not math.isfinite(crossing) or crossing >= mech.eps0:
-            return 0.0, math.inf
+            return 0.0, math.inf, a_star
         certified, best = k2_worst_case(mech, crossing)
         if certified.upper <= delta:
 
@@ -443,11 +429,11 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
                 return _k2_value(mech, a, e).lower if e < mech.eps0 else 0.0
 
             lower = _fine_crossing(low, delta, crossing, upper_side=False)
-            return min(lower, crossing), crossing
+            return min(lower, crossing), crossing, a_star
         if best == a_star:
-            return 0.0, _k2_uncertified(mech, delta, certified, up)
+            return 0.0, _k2_uncertified(mech, delta, certified, up), a_star
         a_star = best
-    return 0.0, math.inf
+    return 0.0, math.inf, a_star
 
 
 def _fine_crossing(

@@ -201,6 +201,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
     best_upper, upper_name, skipped = math.inf, "", []
     k2_bracket: tuple[float, float] | None = None
+    k2_a: int | None = None  # k = 2: the a whose F(a) the lower search evaluates
     blanket: Bracket | None = None  # optimal-blanket at its crossing, once it has answered
     for member in bound.upper_bounds(mech):
 
@@ -213,7 +214,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
             if math.isfinite(best_upper) and up(best_upper - EPS_TOL) > delta:
                 continue  # its crossing is above best_upper - tol: it cannot lower the minimum
             if isinstance(member, ExactK2):
-                k2_lower, value = k2_eps_for_delta(mech, delta, start)
+                k2_lower, value, k2_a = k2_eps_for_delta(mech, delta, start)
                 if math.isfinite(value):
                     k2_bracket = (k2_lower, value)
                 else:
@@ -228,7 +229,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         if value < best_upper:
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
-    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper, k2_bracket)
+    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper, k2_bracket, k2_a)
     eps_lower = min(best_lower, best_upper)
     extra = bracket_extra(upper_name, lower_name, eps_lower, best_upper, skipped)
     return EpsResult(
@@ -248,12 +249,14 @@ def _tight_eps_lower(
     delta: float,
     best_upper: float,
     k2_bracket: tuple[float, float] | None = None,
+    k2_a: int | None = None,
 ) -> tuple[float, str]:
     best_lower, lower_name = 0.0, "none"
     if k2_bracket is not None:  # k = 2: the crossing of the best F(a), found with the upper end
-        best_lower, lower_name = k2_bracket[0], ExactK2.name
+        best_lower = k2_bracket[0]
+        lower_name = ExactK2.name if k2_a is None else f"family-f(a={k2_a})"
     family: dict[int, Bracket] = {}  # F(a) at its crossing, for tight.covered
-    for candidate in bound.lower_bounds(mech):
+    for candidate in bound.lower_bounds(mech, k2_a):
 
         def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower

@@ -28,7 +28,13 @@ from shuffledp.accountant.bounds import (
     SingleBin,
     WangKRR,
 )
-from shuffledp.accountant.family import ExactK2, FamilyF, candidates, family_delta, k2_lower
+from shuffledp.accountant.family import (
+    ExactK2,
+    FamilyF,
+    candidates,
+    family_delta,
+    k2_worst_case,
+)
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.pairs import Bracket
 
@@ -72,18 +78,6 @@ class FamilyMember(Bound):
         return family_delta(mech, self.a, eps)
 
 
-class _K2Lower(Bound):
-    """k = 2: F(a) at the a of the last certificate's lower end (family.k2_lower)."""
-
-    name = "family-f(k=2, every a)"
-    kind = BoundKind.LOWER
-    guarantee = FamilyF.guarantee
-
-    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        lower = k2_lower(mech, eps)
-        return Bracket(lower, lower)
-
-
 class Tight(Bound):
     """[best lower bound, best valid upper bound] on the worst-case delta of the histogram."""
 
@@ -97,12 +91,16 @@ class Tight(Bound):
         exact = [ExactK2()] if mech is not None and mech.k == 2 else []
         return [*exact, OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
 
-    def lower_bounds(self, mech: ShuffledKRR) -> list[Bound]:
+    def lower_bounds(self, mech: ShuffledKRR, k2_a: int | None = None) -> list[Bound]:
+        """The lower members. k = 2: F(k2_a) first, the a that gave the certificate's lower end
+        (delta(eps)) or the candidate of an eps(delta) search (family.k2_eps_for_delta); it is
+        passed in, never remembered, so the answer does not depend on earlier calls."""
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
-        members: list[Bound] = [FamilyMember(a) for a in candidates(mech)]
-        if mech.k == 2:  # the certificate's lower end: the best of every a it evaluated
-            members.insert(0, _K2Lower())
+        first = [] if k2_a is None else [k2_a]
+        members: list[Bound] = [
+            FamilyMember(a) for a in [*first, *(a for a in candidates(mech) if a not in first)]
+        ]
         if mech.k >= 4:
             # wang-krr: the counts (N_x0, N_x1) of F(0), so at most F(0), but O(sqrt(n)): the
             # lower end left where F(0) is too large to evaluate. (At k = 3 it is F(0) itself,
@@ -141,7 +139,9 @@ class Tight(Bound):
     def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str, list[str]]:
         best_upper, upper_name, skipped = self._upper(mech, eps)
         best_lower, lower_name = 0.0, "none"
-        members = [] if negligible(mech, best_upper) else self.lower_bounds(mech)
+        # k = 2: the certificate behind the upper end (cached) names its best a.
+        k2_a = k2_worst_case(mech, eps)[1] if mech.k == 2 and eps < mech.eps0 else None
+        members = [] if negligible(mech, best_upper) else self.lower_bounds(mech, k2_a)
         family: dict[int, Bracket] = {}
         for member in members:
             if covered(member, family):

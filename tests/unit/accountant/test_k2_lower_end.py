@@ -1,0 +1,35 @@
+"""k = 2: tight's lower end is F(a) at the a the certificate at this very eps found, so it does
+not depend on what the process computed before (it once came from a module-level memory of the
+last certificate's a for (n, eps0), which differs between eps)."""
+
+from __future__ import annotations
+
+import pytest
+
+from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant.family import k2_worst_case
+from shuffledp.accountant.inversion import eps_for_delta
+from shuffledp.accountant.k2_exact import EXTENDED
+from shuffledp.accountant.tight import Tight, witness_dataset
+
+pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
+
+
+@pytest.mark.parametrize(
+    ("n", "eps0", "eps", "other"), [(200, 0.5, 0.1, 0.2), (1000, 8.0, 0.1, 0.2)]
+)
+def test_lower_end_is_the_certificates_best_whatever_came_before(
+    n: int, eps0: float, eps: float, other: float
+) -> None:
+    mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+    certificate, best_a = k2_worst_case(mech, eps)
+    # The best a moves with eps at these points (n = 200: a = 1 at eps = 0.1, a = 0 at 0.2;
+    # n = 1000, eps0 = 8: a = 324 at 0.1, a = 150 at 0.2), so a remembered a would be wrong.
+    assert k2_worst_case(mech, other)[1] != best_a
+    first = Tight().delta(mech, eps)
+    # The certificate at eps stays cached; others for the same (n, eps0) come in between.
+    Tight().delta(mech, other)
+    eps_for_delta(Tight(), mech, 1e-6)
+    again = Tight().delta(mech, eps)
+    assert again.delta_lower == first.delta_lower == certificate.lower
+    assert witness_dataset(again.extra["lower_from"]) == {"family": "F", "a": best_a}
