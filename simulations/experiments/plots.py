@@ -23,13 +23,14 @@ import numpy.typing as npt
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.experiments.figure_style import (
+    SeriesStyle,
     check_legend_size,
     pyplot,
     save_figure,
     series_style,
 )
 
-__all__ = ["BOX_MIN_RUNS", "RunsPanel", "heat_maps", "runs_plot"]
+__all__ = ["BOX_MIN_RUNS", "RunsPanel", "draw_runs_at", "heat_maps", "runs_plot"]
 
 
 def heat_maps(
@@ -191,29 +192,37 @@ def _draw_runs(ax: Any, panel: RunsPanel, *, logx: bool) -> int:
             if not values.size:
                 continue
             drawn += int(values.size)
-            if boxes:
-                width = position * (10.0**slot - 1.0) if logx else slot
-                _box(ax, position, values, width * 0.85, style.colour)
-            else:
-                ax.plot(
-                    np.full(values.size, position), values, linestyle="none",
-                    marker=style.marker, color=style.colour, alpha=0.75, markersize=4,
-                )  # fmt: skip
+            width = position * (10.0**slot - 1.0) if logx else slot
+            draw_runs_at(ax, position, values, boxes=boxes, width=width * 0.85, style=style)
         ax.plot([], [], color=style.colour, marker=style.marker, linestyle=style.linestyle,
                 label=label)  # fmt: skip
     return drawn
 
 
-def _box(
-    ax: Any, position: float, values: npt.NDArray[np.float64], width: float, colour: str
+def draw_runs_at(
+    ax: Any,
+    position: float,
+    values: npt.NDArray[np.float64],
+    *,
+    boxes: bool,
+    width: float,
+    style: SeriesStyle,
 ) -> None:
+    """The run values at one x position: a box (``boxes``, for BOX_MIN_RUNS runs or more) or
+    the points themselves. Shared by every figure that shows runs."""
+    if not boxes:
+        ax.plot(
+            np.full(values.size, position), values, linestyle="none", marker=style.marker,
+            color=style.colour, alpha=0.75, markersize=4,
+        )  # fmt: skip
+        return
     parts = ax.boxplot(
         [values], positions=[position], widths=[width], patch_artist=True,
         manage_ticks=False, medianprops={"color": "black"},
-        flierprops={"markersize": 3, "markeredgecolor": colour},
+        flierprops={"markersize": 3, "markeredgecolor": style.colour},
     )  # fmt: skip
     for patch in parts["boxes"]:
-        patch.set_facecolor(colour)
+        patch.set_facecolor(style.colour)
         patch.set_alpha(0.55)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from shuffledp.simulations.experiments.figure_style import pyplot, save_figure, series_style
-from shuffledp.simulations.experiments.plots import BOX_MIN_RUNS
+from shuffledp.simulations.experiments.plots import BOX_MIN_RUNS, draw_runs_at
 
 __all__ = ["per_x0_figure"]
 
@@ -82,21 +82,10 @@ def _draw(
     every = [np.asarray(values, dtype=np.float64) for values in per_x0]
     runs = [values[values > 0] for values in every]
     hidden = sum(int(values.size) for values in every) - sum(int(v.size) for v in runs)
-    if min(len(values) for values in every) >= BOX_MIN_RUNS:
-        parts = ax.boxplot(
-            runs, positions=positions, widths=0.36 * spacing, patch_artist=True, manage_ticks=False,
-            medianprops={"color": "black"},
-            flierprops={"markersize": 2, "markeredgecolor": style.colour, "alpha": 0.5},
-        )  # fmt: skip
-        for patch in parts["boxes"]:
-            patch.set_facecolor(style.colour)
-            patch.set_alpha(0.55)
-    else:
-        for position, values in zip(positions, runs, strict=True):
-            ax.plot(
-                np.full(values.size, position), values, linestyle="none", marker=style.marker,
-                color=style.colour, alpha=0.75, markersize=4,
-            )  # fmt: skip
+    boxes = min(len(values) for values in every) >= BOX_MIN_RUNS
+    for position, values in zip(positions, runs, strict=True):
+        if values.size:
+            draw_runs_at(ax, position, values, boxes=boxes, width=0.36 * spacing, style=style)
     ax.plot([], [], color=style.colour, marker=style.marker, linestyle="none",
             label=f"{label} (ours, over runs)")  # fmt: skip
     ax.plot(
