@@ -128,7 +128,9 @@ def save_figure(fig: Any, path: Path) -> tuple[Path, Path]:
     """Write ``fig`` as ``path`` with suffix ``.png`` and ``.svg``; close it; return both paths.
 
     ``path`` may carry either suffix or none (``out / "fig-6-paper"``). SVG text stays text
-    (``svg.fonttype = none``), so a paper's typesetting can restyle it.
+    (``svg.fonttype = none``), so a paper's typesetting can restyle it. Both are reproducible
+    byte for byte: the SVG gets no date and a fixed salt for its element ids (matplotlib's
+    default ids are random), the PNG carries no date anyway.
     """
     import matplotlib
 
@@ -137,8 +139,8 @@ def save_figure(fig: Any, path: Path) -> tuple[Path, Path]:
     png, svg = stem.with_suffix(".png"), stem.with_suffix(".svg")
     try:
         fig.savefig(png, dpi=DPI)
-        with matplotlib.rc_context({"svg.fonttype": "none"}):
-            fig.savefig(svg)
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": stem.name}):
+            fig.savefig(svg, metadata={"Date": None})
     finally:
         plt.close(fig)
     return png, svg

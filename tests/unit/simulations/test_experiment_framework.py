@@ -219,6 +219,22 @@ def test_plots_write_png_and_svg_and_validate_shapes(tmp_path: Path) -> None:
         heat_maps(tmp_path / "bad.png", [("p", np.ones(5))], rows=2, columns=3, title="t")
 
 
+def test_figures_are_reproducible_byte_for_byte(tmp_path: Path) -> None:
+    """The same figure saved twice (different folders, a second apart) gives identical PNG and
+    SVG bytes: committed figures can be checked by rerunning (matplotlib's SVG otherwise
+    carries the date and random element ids)."""
+    saved = []
+    for folder in ("first", "second"):
+        (tmp_path / folder).mkdir()
+        panel = RunsPanel("(a)", (1e3, 1e4), {"a": [[1.0, 2.0], [3.0]], "b": [[0.5], [0.7]]})
+        saved.append(
+            runs_plot(tmp_path / folder / "runs", [panel], xlabel="n", ylabel="tv", title="t")
+        )
+        time.sleep(1.0)
+    for first, second in zip(*saved, strict=True):
+        assert first.read_bytes() == second.read_bytes(), first.name
+
+
 def test_runs_are_points_below_ten_and_boxes_from_ten() -> None:
     """Every run value is drawn (points below BOX_MIN_RUNS: one marker per value; boxes from
     it on), and which form is used depends on the largest run count."""
