@@ -171,8 +171,9 @@ def _result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundR
         witness = witness_dataset(str(fields.get("lower_from", "")))
         if witness:
             family = str(witness["family"])
-            size = next(int(value) for key, value in witness.items() if key != "family")
-            fields["dataset"] = WitnessDataset(family=family, size=size)
+            sizes = [int(value) for key, value in witness.items() if key != "family"]
+            rest = dict(zip(("x1", "x2"), sizes[1:], strict=True)) if family == "counts" else {}
+            fields["dataset"] = WitnessDataset(family=family, size=sizes[0], **rest)
     return BoundResult(**fields)
 
 
