@@ -24,7 +24,14 @@ from shuffledp.accountant.bounds import (
     OutsideConditionsError,
 )
 from shuffledp.accountant.family import ExactK2, k2_eps_for_delta
-from shuffledp.accountant.k3_exhaustive import Counts, ExactK3, counts_name, k3_eps_for_delta
+from shuffledp.accountant.k3_exhaustive import (
+    K3_MAX_N,
+    Counts,
+    ExactK3,
+    counts_name,
+    k3_calibrate_eps0,
+    k3_eps_for_delta,
+)
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
@@ -308,6 +315,13 @@ def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None
         raise InvalidParameterError(
             f"calibration needs a valid upper bound, got {bound.name} ({bound.kind})"
         )
+
+    if isinstance(bound, Tight) and k == 3 and n <= K3_MAX_N:
+        # Its first upper member enumerates every dataset: candidates first, one enumeration
+        # to confirm (k3_exhaustive), instead of an enumeration at every step.
+        found = k3_calibrate_eps0(n, eps, delta, EPS_CAP)
+        if found is not None:
+            return found
 
     def meets(eps0: float) -> bool:
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)

@@ -17,7 +17,8 @@ The laws. One k-RR user is one step of a dynamic program on the (m + 1) x (m + 1
 (N0, N1): out = p_0 X(N0 - 1, N1) + p_1 X(N0, N1 - 1) + p_2 X(N0, N1) with (p_0, p_1, p_2) the
 user's report probabilities. The two-class laws W(c0, c1) (nobody on x2) come level by level
 (c0 + c1 = s, one step from level s - 1), and each dataset's law is W(c0, c1) followed by c2
-steps of an x2-user, all datasets of one level at once (a stack of arrays). Every dataset's law
+steps of an x2-user, a few datasets of one level at once (a stack of arrays), each step on
+the rows N0 <= (users so far) that can be non-zero. Every dataset's law
 takes m steps, each three products and two additions of non-negative numbers.
 
 The error bound (u = 2^-53). pt and pb are within PARAM_RELERR (pairs.py) of the exact values;
@@ -43,7 +44,7 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 
@@ -103,9 +104,10 @@ def _two_class_levels(m: int, pt: float, pb: float) -> Iterator[tuple[int, Float
     w[0, 0, 0] = 1.0
     yield 0, w
     for s in range(1, m + 1):
-        nxt = np.empty((s + 1, m + 1, m + 1))
-        _step(w, (pt, pb, pb), nxt[1:])  # one more x0-user: c0 - 1 -> c0
-        _step(w[:1], (pb, pt, pb), nxt[:1])  # c0 = 0: one more x1-user
+        nxt = np.zeros((s + 1, m + 1, m + 1))
+        rows = (slice(None), slice(0, s + 1))  # N0 <= s
+        _step(w[rows], (pt, pb, pb), nxt[1:][rows])  # one more x0-user: c0 - 1 -> c0
+        _step(w[:1][rows], (pb, pt, pb), nxt[:1][rows])  # c0 = 0: one more x1-user
         w = nxt
         yield s, w
 
@@ -151,19 +153,18 @@ def _hockey(
 
 def _chain_x2(w: FloatArray, s: int, m: int, pt: float, pb: float) -> FloatArray:
     """The stack w of laws of s users (on the (m + 1) x (m + 1) array) after m - s more users
-    holding x2; each step works on the corner that can be non-zero ((j + 1) x (j + 1) after j
-    users)."""
+    holding x2; each step works on the rows that can be non-zero (N0 <= j after j users; whole
+    rows keep each law's block contiguous: faster than the (j + 1) x (j + 1) corner)."""
     x = w.copy()
     y = np.zeros_like(x)
     for j in range(s + 1, m + 1):
-        corner = (..., slice(0, j + 1), slice(0, j + 1))
-        _step(x[corner], (pb, pb, pt), y[corner])
+        _step(x[..., : j + 1, :], (pb, pb, pt), y[..., : j + 1, :])
         x, y = y, x
     return x
 
 
-#: Laws chained together (a stack of this many (m + 1) x (m + 1) arrays stays in cache: 1.5 s
-#: against 2 s for whole levels at n = 100).
+#: Laws chained together (a stack of this many (m + 1) x (m + 1) arrays stays in cache: faster
+#: than whole levels at n = 100).
 CHUNK = 8
 
 
@@ -239,8 +240,7 @@ def _dataset_law(mech: ShuffledKRR, counts: Counts) -> FloatArray:
     y = np.zeros_like(x)
     users = [(pt, pb, pb)] * counts[0] + [(pb, pt, pb)] * counts[1] + [(pb, pb, pt)] * counts[2]
     for j, probs in enumerate(users, start=1):
-        corner = (slice(0, j + 1), slice(0, j + 1))
-        _step(x[corner], probs, y[corner])
+        _step(x[: j + 1], probs, y[: j + 1])
         x, y = y, x
     x.flags.writeable = False
     return x
@@ -304,32 +304,100 @@ K3_ROUNDS = 4
 
 def k3_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float, Counts]:
     """(eps_lower, eps_upper, counts) around the eps at which the exact worst case meets delta,
-    with few enumerations: the worst dataset at min(start, eps0 / 2) is the first candidate;
-    the crossing of its delta alone is found by single-dataset evaluations (cheap: its law is
-    kept), then one enumeration there confirms it (every dataset's upper end <= delta), and the
-    candidate's lower crossing is eps_lower. If another dataset is the worst there, it becomes
-    the candidate. (0, inf, counts) if none confirms within K3_ROUNDS (the caller's other upper
-    members then give the guarantee)."""
-    from shuffledp.accountant.inversion import lower_near, smallest_eps_at_most
-
+    with few enumerations. Candidates first: F(0), F(1), F(m - 1), F(m) (the usual worst
+    datasets); the crossing of each one's own delta is found by single-dataset evaluations
+    (cheap: its law is kept), and the candidate with the largest crossing is confirmed by one
+    enumeration there (every dataset's upper end <= delta); its lower crossing is eps_lower. If
+    another dataset is the worst there, it becomes the candidate. (0, inf, counts) if none
+    confirms within K3_ROUNDS enumerations (the caller's other upper members then answer)."""
     _require_k3(mech)
-    counts = k3_worst_case(mech, min(start, 0.5 * mech.eps0))[1]
+    m = mech.n - 1
+    first = {(0, 0, m), (min(1, m), 0, m - min(1, m)), (m, 0, 0), (m - min(1, m), 0, min(1, m))}
+    crossings = {c: _crossing(mech, c, delta, start) for c in sorted(first)}
+    counts = max(crossings, key=lambda c: crossings[c])
+    crossing = crossings[counts]
     for _ in range(K3_ROUNDS):
-
-        def up(e: float, c: Counts = counts) -> float:
-            return dataset_delta(mech, c, e).upper
-
-        def low(e: float, c: Counts = counts) -> float:
-            return dataset_delta(mech, c, e).lower
-
-        crossing = smallest_eps_at_most(up, delta * (1.0 - CROSSING_MARGIN), start, upper_side=True)
         if not math.isfinite(crossing):
             return 0.0, math.inf, counts
         certified, best = k3_worst_case(mech, crossing)
         if certified.upper <= delta:
-            lower = lower_near(low, delta, start, crossing)
-            return min(lower, crossing), crossing, counts
+            return _lower_crossing(mech, counts, delta, start, crossing), crossing, counts
         if best == counts:
             break  # the bracket is too wide here to confirm the crossing
-        counts = best
+        counts, crossing = best, _crossing(mech, best, delta, start)
     return 0.0, math.inf, counts
+
+
+def _crossing(mech: ShuffledKRR, counts: Counts, delta: float, start: float) -> float:
+    """Where the upper end of ``counts``' own delta meets delta (1 - CROSSING_MARGIN)."""
+    from shuffledp.accountant.inversion import smallest_eps_at_most
+
+    def up(e: float) -> float:
+        return dataset_delta(mech, counts, e).upper
+
+    return smallest_eps_at_most(up, delta * (1.0 - CROSSING_MARGIN), start, upper_side=True)
+
+
+def _lower_crossing(
+    mech: ShuffledKRR, counts: Counts, delta: float, start: float, near: float
+) -> float:
+    """Where the lower end of ``counts``' own delta meets delta, at or below ``near``."""
+    from shuffledp.accountant.inversion import lower_near
+
+    def low(e: float) -> float:
+        return dataset_delta(mech, counts, e).lower
+
+    return min(lower_near(low, delta, start, near), near)
+
+
+def k3_calibrate_eps0(n: int, eps: float, delta: float, eps0_cap: float) -> float | None:
+    """k = 3, n <= K3_MAX_N: the largest eps0 (to 1e-9 relative, rounded down) at which the
+    exact worst case meets (eps, delta), with few enumerations: the largest eps0 at which the
+    candidates (F(0), F(1), F(m - 1), F(m), and any dataset an enumeration found worse) stay
+    below delta (1 - CROSSING_MARGIN) is found by single-dataset evaluations, then one
+    enumeration there confirms that every dataset does. None if none confirms within K3_ROUNDS
+    (the caller then bisects with every evaluation exact). Assumes, like the caller, that delta
+    grows with eps0; the candidates are datasets, so their eps0 is never below the truth's, and
+    the confirmed one meets the target."""
+    m = n - 1
+    one = min(1, m)
+    candidates = {(0, 0, m), (one, 0, m - one), (m, 0, 0), (m - one, 0, one)}
+    for _ in range(K3_ROUNDS):
+
+        def below(eps0: float, group: frozenset[Counts] = frozenset(candidates)) -> bool:
+            mech = ShuffledKRR(n=n, k=3, eps0=eps0)
+            target = delta * (1.0 - CROSSING_MARGIN)
+            return all(dataset_delta(mech, c, eps).upper <= target for c in sorted(group))
+
+        eps0 = _largest(below, max(eps, 1e-6), eps0_cap)
+        if eps0 is None:
+            return None
+        mech = ShuffledKRR(n=n, k=3, eps0=eps0)
+        certified, best = k3_worst_case(mech, eps)
+        if certified.upper <= delta:
+            return eps0
+        if best in candidates:
+            return None
+        candidates.add(best)
+    return None
+
+
+def _largest(ok: Callable[[float], bool], lo: float, cap: float) -> float | None:
+    """The largest x (to 1e-9 relative, rounded down) with ok(x), for ok true up to a point;
+    None if ok(x) fails down to 1e-9; ``cap`` once ok holds beyond it."""
+    while not ok(lo):
+        lo /= 2.0
+        if lo < 1e-9:
+            return None
+    hi = 2.0 * lo
+    while ok(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > cap:
+            return lo
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

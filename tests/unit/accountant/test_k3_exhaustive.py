@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
+from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
 from shuffledp.accountant.blanket import OptimalBlanket
 from shuffledp.accountant.bounds import OutsideConditionsError
 from shuffledp.accountant.family import family_delta
@@ -129,3 +129,12 @@ def test_counts_witness_json_round_trip() -> None:
         WitnessDataset(family="F", size=3, x1=1, x2=0)
     with pytest.raises(InvalidParameterError, match="x2"):
         WitnessDataset.from_json({"family": "counts", "x0": 3, "x1": 1})
+
+
+@pytest.mark.parametrize(("n", "eps", "delta"), [(20, 0.5, 1e-3), (40, 1.0, 1e-6)])
+def test_calibration_is_the_largest_eps0_the_enumeration_accepts(
+    n: int, eps: float, delta: float
+) -> None:
+    eps0 = calibrate_eps0(n, 3, eps, delta)
+    assert k3_worst_case(ShuffledKRR(n=n, k=3, eps0=eps0), eps)[0].upper <= delta
+    assert k3_worst_case(ShuffledKRR(n=n, k=3, eps0=eps0 * (1 + 1e-6)), eps)[0].lower > delta
