@@ -138,3 +138,21 @@ def test_calibration_is_the_largest_eps0_the_enumeration_accepts(
     eps0 = calibrate_eps0(n, 3, eps, delta)
     assert k3_worst_case(ShuffledKRR(n=n, k=3, eps0=eps0), eps)[0].upper <= delta
     assert k3_worst_case(ShuffledKRR(n=n, k=3, eps0=eps0 * (1 + 1e-6)), eps)[0].lower > delta
+
+
+def test_tight_refuses_the_enumeration_above_its_limit_and_keeps_the_others() -> None:
+    mech = ShuffledKRR(n=K3_MAX_N + 1, k=3, eps0=2.0)
+    names = [bound.name for bound in Tight().upper_bounds(mech)]
+    assert "exhaustive(k=3)" not in names and "optimal-blanket" in names
+    assert "exhaustive(k=3)" in [
+        b.name for b in Tight().upper_bounds(ShuffledKRR(n=9, k=3, eps0=2.0))
+    ]
+
+
+def test_a_witness_outside_f_is_the_first_lower_member_and_named_by_its_counts() -> None:
+    mech = ShuffledKRR(n=10, k=3, eps0=1.0)
+    first = Tight().lower_bounds(mech, None, (1, 1, 7))[0]
+    assert first.name == "counts(x0=1,x1=1,x2=7)"
+    assert first.bracket(mech, 0.3) == dataset_delta(mech, (1, 1, 7), 0.3)
+    # Inside F (nobody on x1) the witness is F(c0) itself.
+    assert Tight().lower_bounds(mech, None, (4, 0, 5))[0].name == "family-f(a=4)"
