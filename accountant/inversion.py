@@ -276,8 +276,6 @@ def _tight_eps_lower(
         lower_name = ExactK2.name if k2_a is None else f"family-f(a={k2_a})"
         if k3_counts is not None:
             lower_name = counts_name(k3_counts)
-            if k3_counts[1] == 0:  # F(c0): tight.lower_bounds names it so
-                lower_name = f"family-f(a={k3_counts[0]})"
     family: dict[int, Bracket] = {}  # F(a) at its crossing, for tight.covered
     for candidate in bound.lower_bounds(mech, k2_a, k3_counts if k2_bracket else None):
 

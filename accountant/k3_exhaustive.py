@@ -262,9 +262,10 @@ def dataset_delta(mech: ShuffledKRR, counts: Counts, eps: float) -> Bracket:
 
 
 def counts_name(counts: Counts) -> str:
-    """The lower member's name for one dataset, parsed back by tight.witness_dataset."""
+    """The lower member's name for one dataset, parsed back by tight.witness_dataset: the
+    family-f member's name for F(c0) (nobody on x1), else its three counts."""
     c0, c1, c2 = counts
-    return f"counts(x0={c0},x1={c1},x2={c2})"
+    return f"family-f(a={c0})" if c1 == 0 else f"counts(x0={c0},x1={c1},x2={c2})"
 
 
 class ExactK3(Bound):
@@ -281,7 +282,8 @@ class ExactK3(Bound):
 
 class CountsMember(Bound):
     """The exact delta of one k = 3 dataset (c0 others on x0, c1 on x1, c2 on x2), a lower
-    member of ``tight``: the witness of :func:`k3_worst_case`."""
+    member of ``tight``: the witness of :func:`k3_worst_case` (named as F(c0) when c1 = 0, the
+    same dataset; computed here, where its law is already kept, rather than by family.py)."""
 
     kind = BoundKind.LOWER
     guarantee = "lower bound on the worst-case delta (exact delta of one dataset)"

@@ -113,11 +113,7 @@ class Tight(Bound):
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
         first = [] if k2_a is None else [k2_a]
-        members: list[Bound] = []
-        if k3_counts is not None and k3_counts[1] == 0:
-            first = [k3_counts[0]]  # the dataset F(c0) (nobody holds x1): named as such
-        elif k3_counts is not None:
-            members.append(CountsMember(k3_counts))
+        members: list[Bound] = [] if k3_counts is None else [CountsMember(k3_counts)]
         members += [
             FamilyMember(a) for a in [*first, *(a for a in candidates(mech) if a not in first)]
         ]
