@@ -50,7 +50,7 @@ from collections.abc import Callable, Iterator
 import numpy as np
 
 from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
-from shuffledp.accountant.mechanism import ShuffledKRR
+from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
@@ -128,19 +128,28 @@ def _hockey(
 ) -> tuple[FloatArray, FloatArray, FloatArray]:
     """(estimate, lower, upper) of sum_h [alpha x(h - e0) + beta x(h - e1) + gamma x(h - e2)]_+
     for each law of the stack x[..., N0, N1] (others' counts), x within ``rel`` relative and
-    ``absolute`` of the exact laws."""
+    ``absolute`` of the exact laws. Exactly one of alpha, beta is > 0 and the others are <= 0
+    (eps < eps0), so a term's magnitude |alpha| x(h - e0) + |beta| x(h - e1) + |gamma| x(h - e2)
+    is 2 c x(h - e_pos) - term, c the positive coefficient."""
     a, b, g = coef
+    if not (g <= 0.0 and min(a, b) <= 0.0 < max(a, b)):
+        raise ArithmeticError(f"k3 hockey-stick: unexpected coefficient signs {coef}")
     shape = (*x.shape[:-2], x.shape[-2] + 1, x.shape[-1] + 1)
+    shift = {0: (..., slice(1, None), slice(None, -1)), 1: (..., slice(None, -1), slice(1, None))}
+    positive, c_pos, c_neg = (0, a, b) if a > 0.0 else (1, b, a)
     term = np.zeros(shape)
-    mag = np.zeros(shape)
-    for c, sl in ((a, (slice(1, None), slice(None, -1))), (b, (slice(None, -1), slice(1, None)))):
-        term[(..., *sl)] += c * x
-        mag[(..., *sl)] += abs(c) * x
-    term[..., :-1, :-1] += g * x
-    mag[..., :-1, :-1] += abs(g) * x
+    scratch = np.empty(x.shape)
+    np.multiply(x, g, out=term[..., :-1, :-1])
+    for c, where in ((c_pos, shift[positive]), (c_neg, shift[1 - positive])):
+        np.multiply(x, c, out=scratch)
+        term[where] += scratch
+    mag = np.negative(term)
+    np.multiply(x, 2.0 * c_pos, out=scratch)
+    mag[shift[positive]] += scratch
     cells = shape[-1] * shape[-2]
-    # Term bound: law error (rel, absolute), coefficients, the term's own rounding (4u), and
-    # underflow of its three products; 1.01 covers the rounding of this bound itself.
+    # Term bound: law error (rel, absolute), coefficients, the term's own rounding (4u) and
+    # underflow of its three products; 1.01 covers the rounding of the magnitude (a few u: it
+    # is formed from the computed term) and of this bound itself.
     factor = (rel * (1.0 + COEF_RELERR) + COEF_RELERR + 4.0 * _U) * 1.01
     floor = (absolute * (abs(a) + abs(b) + abs(g)) + 3.0 * _ETA) * 1.01
     err = mag * factor + floor
@@ -188,7 +197,12 @@ def enumerate_datasets(
     """(counts, estimate, lower, upper) of max(H(P0||P1), H(P1||P0)) for every dataset with
     c0 >= c1 (its mirror (c1, c0, c2) has the same delta), k = 3."""
     _require_k3(mech, max_n)
+    eps = require_eps(eps)
     m = mech.n - 1
+    if eps >= mech.eps0:  # k-RR alone is (eps0, 0)-DP: every dataset's delta is exactly 0
+        for s in range(m + 1):
+            yield from (((c0, s - c0, m - s), 0.0, 0.0, 0.0) for c0 in range((s + 1) // 2, s + 1))
+        return
     alpha, beta, gamma = _coefficients(mech, eps)
     rel, absolute = law_relerr(m), law_abserr(m)
     for counts, laws in _levels(mech):
@@ -206,7 +220,7 @@ def k3_worst_case(
     others), and the counts (c0, c1, c2) (c0 >= c1) of the dataset that gave the lower end.
     OutsideConditionsError for k != 3 or n > max_n (default :data:`K3_MAX_N`)."""
     _require_k3(mech, max_n)
-    if eps >= mech.eps0:
+    if require_eps(eps) >= mech.eps0:
         return Bracket.exact_zero(), (0, 0, mech.n - 1)  # k-RR alone is (eps0, 0)-DP
     return _cached(mech, eps, max_n)
 
@@ -252,7 +266,7 @@ def dataset_delta(mech: ShuffledKRR, counts: Counts, eps: float) -> Bracket:
     """A rigorous bracket on max(H(P0||P1), H(P1||P0)) of the histogram for one k = 3 dataset
     (c0 others on x0, c1 on x1, c2 on x2; u holds x0 or x1)."""
     _require_k3(mech, max_n=mech.n)
-    if eps >= mech.eps0:
+    if require_eps(eps) >= mech.eps0:
         return Bracket.exact_zero()
     law = dataset_law(mech, counts)
     m = mech.n - 1

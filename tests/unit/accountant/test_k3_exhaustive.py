@@ -156,3 +156,12 @@ def test_a_witness_outside_f_is_the_first_lower_member_and_named_by_its_counts()
     assert first.bracket(mech, 0.3) == dataset_delta(mech, (1, 1, 7), 0.3)
     # Inside F (nobody on x1) the witness is F(c0) itself.
     assert Tight().lower_bounds(mech, None, (4, 0, 5))[0].name == "family-f(a=4)"
+
+
+def test_every_dataset_is_exactly_zero_from_eps0_and_negative_eps_is_refused() -> None:
+    mech = ShuffledKRR(n=6, k=3, eps0=1.0)
+    rows = list(enumerate_datasets(mech, 1.0))
+    assert len(rows) == len(list(enumerate_datasets(mech, 0.5))) == 12  # c0 >= c1, sum 5
+    assert all(row[1:] == (0.0, 0.0, 0.0) for row in rows)
+    with pytest.raises(InvalidParameterError, match="eps must be >= 0"):
+        k3_worst_case(mech, -0.1)
