@@ -99,6 +99,18 @@ def _step(x: FloatArray, probs: tuple[float, float, float], out: FloatArray) -> 
     return out
 
 
+def _step_x2(x: FloatArray, pb: float, pt: float, out: FloatArray, tmp: FloatArray) -> FloatArray:
+    """:func:`_step` for an x2-user (p0 = p1 = pb, p2 = pt): the product pb x formed once into
+    ``tmp`` and added at both shifts (the same roundings, fewer passes over memory)."""
+    np.multiply(x, pt, out=out)
+    np.multiply(x, pb, out=tmp)
+    lower = out[..., 1:, :]
+    np.add(lower, tmp[..., :-1, :], out=lower)
+    right = out[..., :, 1:]
+    np.add(right, tmp[..., :, :-1], out=right)
+    return out
+
+
 def _two_class_levels(m: int, pt: float, pb: float) -> Iterator[tuple[int, FloatArray]]:
     """(s, W) for s = 0..m: W[c0] the law of s users, c0 on x0 and s - c0 on x1, on the
     (m + 1) x (m + 1) array (one step per user, from the level below)."""
@@ -168,8 +180,10 @@ def _chain_x2(w: FloatArray, s: int, m: int, pt: float, pb: float) -> FloatArray
     rows keep each law's block contiguous: faster than the (j + 1) x (j + 1) corner)."""
     x = w.copy()
     y = np.zeros_like(x)
+    tmp = np.empty_like(x)
     for j in range(s + 1, m + 1):
-        _step(x[..., : j + 1, :], (pb, pb, pt), y[..., : j + 1, :])
+        rows = (..., slice(0, j + 1), slice(None))
+        _step_x2(x[rows], pb, pt, y[rows], tmp[rows])
         x, y = y, x
     return x
 
