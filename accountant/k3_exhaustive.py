@@ -36,7 +36,7 @@ computed value plus bound is positive; the sum of the positive parts rounds by a
 [max of the lowers, max of the uppers]. Relative width about 1e-12 at n = 100 (wider only where
 delta itself is near the underflow range).
 
-Cost: about m^5 / 16 cell updates (three multiply-adds each), 2 s at n = 100 and 46 s at
+Cost: about m^5 / 16 cell updates (three multiply-adds each), 1.6-1.8 s at n = 100 and 40 s at
 n = 200 (docs/accounting.md, "k = 3 exactly at small n"). Above :data:`K3_MAX_N` the enumeration
 refuses.
 """
@@ -54,8 +54,8 @@ from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
-#: Largest n enumerated by default (work about m^5 / 16: 2 s at n = 100, 12 s at 150, 46 s at
-#: 200, so ``tight`` stays at a few seconds per call up to here).
+#: Largest n enumerated by default (work about m^5 / 16: 1.7 s at n = 100, 10 s at 150, 40 s at
+#: 200, so ``tight`` stays at about 2 s per call up to here).
 K3_MAX_N = 100
 _U = 2.0**-53
 #: Largest absolute rounding error of a product whose result underflows (half the smallest
