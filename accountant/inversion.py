@@ -24,6 +24,14 @@ from shuffledp.accountant.bounds import (
     OutsideConditionsError,
 )
 from shuffledp.accountant.family import ExactK2, k2_eps_for_delta
+from shuffledp.accountant.k3_exhaustive import (
+    K3_MAX_N,
+    Counts,
+    ExactK3,
+    counts_name,
+    k3_calibrate_eps0,
+    k3_eps_for_delta,
+)
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
@@ -170,7 +178,7 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
         return bound.bracket(mech, eps).lower
 
     eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
-    eps_lower = _lower_near(lower, delta, start, eps_upper)
+    eps_lower = lower_near(lower, delta, start, eps_upper)
     headline = eps_lower if bound.kind is BoundKind.LOWER else eps_upper
     return EpsResult(
         bound=bound.name,
@@ -182,7 +190,7 @@ def eps_for_delta(bound: Bound, mech: ShuffledKRR, delta: float) -> EpsResult:
     )
 
 
-def _lower_near(fn: Callable[[float], float], target: float, start: float, near: float) -> float:
+def lower_near(fn: Callable[[float], float], target: float, start: float, near: float) -> float:
     """The lower-side crossing of fn, which lies at or below ``near`` (the upper side's crossing,
     since fn is a lower value of the same bracket): look just below it before searching afresh."""
     if math.isfinite(near) and near > 0.0:
@@ -202,6 +210,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     best_upper, upper_name, skipped = math.inf, "", []
     k2_bracket: tuple[float, float] | None = None
     k2_a: int | None = None  # k = 2: the a whose F(a) the lower search evaluates
+    k3_counts: Counts | None = None  # k = 3: the dataset whose crossing the enumeration confirmed
     blanket: Bracket | None = None  # optimal-blanket at its crossing, once it has answered
     for member in bound.upper_bounds(mech):
 
@@ -219,6 +228,11 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
                     k2_bracket = (k2_lower, value)
                 else:
                     value = smallest_eps_at_most(up, delta, start, upper_side=True)
+            elif isinstance(member, ExactK3):
+                # Never a search over enumerations: the candidate's crossing, confirmed once.
+                k3_lower, value, k3_counts = k3_eps_for_delta(mech, delta, start)
+                if math.isfinite(value):
+                    k2_bracket = (k3_lower, value)
             else:
                 value = smallest_eps_at_most(up, delta, start, upper_side=True)
         except OutsideConditionsError as exc:
@@ -229,7 +243,9 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
         if value < best_upper:
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
-    best_lower, lower_name = _tight_eps_lower(bound, mech, delta, best_upper, k2_bracket, k2_a)
+    best_lower, lower_name = _tight_eps_lower(
+        bound, mech, delta, best_upper, k2_bracket, k2_a, k3_counts
+    )
     eps_lower = min(best_lower, best_upper)
     extra = bracket_extra(upper_name, lower_name, eps_lower, best_upper, skipped)
     return EpsResult(
@@ -250,13 +266,18 @@ def _tight_eps_lower(
     best_upper: float,
     k2_bracket: tuple[float, float] | None = None,
     k2_a: int | None = None,
+    k3_counts: Counts | None = None,
 ) -> tuple[float, str]:
     best_lower, lower_name = 0.0, "none"
-    if k2_bracket is not None:  # k = 2: the crossing of the best F(a), found with the upper end
+    if k2_bracket is not None:
+        # k = 2: the crossing of the best F(a); k = 3: of the dataset the enumeration confirmed
+        # (both found with the upper end).
         best_lower = k2_bracket[0]
         lower_name = ExactK2.name if k2_a is None else f"family-f(a={k2_a})"
+        if k3_counts is not None:
+            lower_name = counts_name(k3_counts)
     family: dict[int, Bracket] = {}  # F(a) at its crossing, for tight.covered
-    for candidate in bound.lower_bounds(mech, k2_a):
+    for candidate in bound.lower_bounds(mech, k2_a, k3_counts if k2_bracket else None):
 
         def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower
@@ -267,8 +288,8 @@ def _tight_eps_lower(
             if low(best_lower) <= delta:
                 continue  # its crossing is at or below best_lower: it cannot raise the maximum
             # A lower bound's crossing is at most best_upper (there it is <= the truth <= target);
-            # with a narrow bracket it is just below, where _lower_near looks first.
-            value = _lower_near(low, delta, max(best_upper, EPS_TOL), best_upper)
+            # with a narrow bracket it is just below, where lower_near looks first.
+            value = lower_near(low, delta, max(best_upper, EPS_TOL), best_upper)
         except OutsideConditionsError:
             continue
         if isinstance(candidate, FamilyMember) and value > 0.0:
@@ -292,6 +313,13 @@ def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None
         raise InvalidParameterError(
             f"calibration needs a valid upper bound, got {bound.name} ({bound.kind})"
         )
+
+    if isinstance(bound, Tight) and k == 3 and n <= K3_MAX_N:
+        # Its first upper member enumerates every dataset: candidates first, one enumeration
+        # to confirm (k3_exhaustive), instead of an enumeration at every step.
+        found = k3_calibrate_eps0(n, eps, delta, EPS_CAP)
+        if found is not None:
+            return found
 
     def meets(eps0: float) -> bool:
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)

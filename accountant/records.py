@@ -130,18 +130,21 @@ class Query:
         )
 
 
-#: Each witness family and the key that sizes it.
-_WITNESS_KEY = {"F": "a", "single-bin": "nx0"}
+#: Each witness family and the key that sizes it ("counts": x0, with x1 and x2 beside it).
+_WITNESS_KEY = {"F": "a", "single-bin": "nx0", "counts": "x0"}
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class WitnessDataset:
     """A concrete dataset whose exact delta is a lower bound: ``F(a)`` (a other users hold x0,
-    the rest one third value) or ``single-bin`` with nx0 others holding x0. JSON:
-    ``{"family": "F", "a": 0}`` or ``{"family": "single-bin", "nx0": 5}``."""
+    the rest one third value), ``single-bin`` with nx0 others holding x0, or (k = 3) ``counts``:
+    x0 = size others hold x0, x1 hold x1, x2 hold x2. JSON: ``{"family": "F", "a": 0}``,
+    ``{"family": "single-bin", "nx0": 5}`` or ``{"family": "counts", "x0": 3, "x1": 0, "x2": 96}``."""
 
     family: str
     size: int
+    x1: int | None = None
+    x2: int | None = None
 
     def __post_init__(self) -> None:
         if self.family not in _WITNESS_KEY:
@@ -149,19 +152,32 @@ class WitnessDataset:
                 f"dataset.family must be one of {sorted(_WITNESS_KEY)}, got {self.family!r}"
             )
         require_int(f"dataset.{_WITNESS_KEY[self.family]}", self.size, 0)
+        if (self.family == "counts") != (self.x1 is not None and self.x2 is not None):
+            raise InvalidParameterError(
+                f"dataset.x1 and dataset.x2 are given exactly for the family counts, "
+                f"got family {self.family!r} with x1={self.x1!r}, x2={self.x2!r}"
+            )
+        for key in ("x1", "x2"):
+            if getattr(self, key) is not None:
+                require_int(f"dataset.{key}", getattr(self, key), 0)
 
     def to_json(self) -> dict[str, Any]:
-        return {"family": self.family, _WITNESS_KEY[self.family]: self.size}
+        out: dict[str, Any] = {"family": self.family, _WITNESS_KEY[self.family]: self.size}
+        if self.family == "counts":
+            out.update(x1=self.x1, x2=self.x2)
+        return out
 
     @classmethod
     def from_json(cls, data: object) -> WitnessDataset:
         obj = json_input("dataset", data)
         family = obj.get("family") if isinstance(obj, Mapping) else None
         key = _WITNESS_KEY.get(family, "a") if isinstance(family, str) else "a"
-        d = require_keys("dataset", obj, ["family", key])
+        rest = ["x1", "x2"] if family == "counts" else []
+        d = require_keys("dataset", obj, ["family", key, *rest])
         return cls(
             family=require_str("dataset.family", d["family"]),
             size=require_integer(f"dataset.{key}", d[key]),
+            **{k: require_integer(f"dataset.{k}", d[k]) for k in rest},
         )
 
 

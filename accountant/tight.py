@@ -35,6 +35,13 @@ from shuffledp.accountant.family import (
     family_delta,
     k2_worst_case,
 )
+from shuffledp.accountant.k3_exhaustive import (
+    K3_MAX_N,
+    Counts,
+    CountsMember,
+    ExactK3,
+    k3_worst_case,
+)
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.pairs import Bracket
 
@@ -87,18 +94,27 @@ class Tight(Bound):
 
     def upper_bounds(self, mech: ShuffledKRR | None = None) -> list[Bound]:
         """The valid upper bounds, the usual winner first: for k = 2 the certified exact worst
-        case (family.ExactK2), otherwise optimal-blanket."""
-        exact = [ExactK2()] if mech is not None and mech.k == 2 else []
+        case (family.ExactK2), for k = 3 and n <= K3_MAX_N the enumeration of every dataset
+        (k3_exhaustive.ExactK3), otherwise optimal-blanket."""
+        exact: list[Bound] = []
+        if mech is not None and mech.k == 2:
+            exact = [ExactK2()]
+        elif mech is not None and exhaustive_k3(mech):
+            exact = [ExactK3()]
         return [*exact, OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
 
-    def lower_bounds(self, mech: ShuffledKRR, k2_a: int | None = None) -> list[Bound]:
+    def lower_bounds(
+        self, mech: ShuffledKRR, k2_a: int | None = None, k3_counts: Counts | None = None
+    ) -> list[Bound]:
         """The lower members. k = 2: F(k2_a) first, the a that gave the certificate's lower end
         (delta(eps)) or the candidate of an eps(delta) search (family.k2_eps_for_delta); it is
-        passed in, never remembered, so the answer does not depend on earlier calls."""
+        passed in, never remembered, so the answer does not depend on earlier calls. k = 3:
+        the dataset k3_counts first (the enumeration's witness, or the eps(delta) candidate)."""
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
         first = [] if k2_a is None else [k2_a]
-        members: list[Bound] = [
+        members: list[Bound] = [] if k3_counts is None else [CountsMember(k3_counts)]
+        members += [
             FamilyMember(a) for a in [*first, *(a for a in candidates(mech) if a not in first)]
         ]
         if mech.k >= 4:
@@ -141,7 +157,9 @@ class Tight(Bound):
         best_lower, lower_name = 0.0, "none"
         # k = 2: the certificate behind the upper end (cached) names its best a.
         k2_a = k2_worst_case(mech, eps)[1] if mech.k == 2 and eps < mech.eps0 else None
-        members = [] if negligible(mech, best_upper) else self.lower_bounds(mech, k2_a)
+        # k = 3, n <= K3_MAX_N: the enumeration behind the upper end (cached) names its witness.
+        k3 = k3_worst_case(mech, eps)[1] if exhaustive_k3(mech) and eps < mech.eps0 else None
+        members = [] if negligible(mech, best_upper) else self.lower_bounds(mech, k2_a, k3)
         family: dict[int, Bracket] = {}
         for member in members:
             if covered(member, family):
@@ -176,6 +194,11 @@ class Tight(Bound):
             delta_upper=bracket.upper,
             extra=extra,
         )
+
+
+def exhaustive_k3(mech: ShuffledKRR) -> bool:
+    """Whether ``tight`` enumerates every dataset (k = 3, n <= K3_MAX_N)."""
+    return mech.k == 3 and mech.n <= K3_MAX_N
 
 
 def negligible(mech: ShuffledKRR, upper: float) -> bool:
@@ -252,8 +275,12 @@ def witness_name(bound: Bound) -> str:
 
 
 def witness_dataset(name: str) -> dict[str, int | str]:
-    """The dataset behind a lower end's name, for --json: {"family": "F", "a": 0} or
-    {"family": "single-bin", "nx0": 5} ({} for none)."""
+    """The dataset behind a lower end's name, for --json: {"family": "F", "a": 0},
+    {"family": "single-bin", "nx0": 5} or {"family": "counts", "x0": 3, "x1": 0, "x2": 96}
+    ({} for none)."""
+    if name.startswith("counts(") and name.endswith(")"):
+        pairs = (item.split("=") for item in name[len("counts(") : -1].split(","))
+        return {"family": "counts", **{key: int(value) for key, value in pairs}}
     for prefix, family, key in (
         ("family-f(a=", "F", "a"),
         ("single-bin(nx0=", "single-bin", "nx0"),

@@ -168,12 +168,19 @@ def _result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundR
         extra = eps_result.extra
     fields.update(_details(extra))
     if isinstance(bound, Tight):
-        witness = witness_dataset(str(fields.get("lower_from", "")))
-        if witness:
-            family = str(witness["family"])
-            size = next(int(value) for key, value in witness.items() if key != "family")
-            fields["dataset"] = WitnessDataset(family=family, size=size)
+        fields["dataset"] = lower_dataset(str(fields.get("lower_from", "")))
     return BoundResult(**fields)
+
+
+def lower_dataset(lower_from: str) -> WitnessDataset | None:
+    """The dataset behind tight's lower end (its ``lower_from`` name), None for none."""
+    witness = witness_dataset(lower_from)
+    if not witness:
+        return None
+    family = str(witness["family"])
+    sizes = [int(value) for key, value in witness.items() if key != "family"]
+    rest = dict(zip(("x1", "x2"), sizes[1:], strict=True)) if family == "counts" else {}
+    return WitnessDataset(family=family, size=sizes[0], **rest)
 
 
 def _details(extra: Mapping[str, float | str]) -> dict[str, Any]:
