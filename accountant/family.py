@@ -30,7 +30,11 @@ from collections.abc import Callable
 
 import numpy as np
 
-from shuffledp.accountant.blanket import require_eps0_in_range, scaled_mean_positive_part
+from shuffledp.accountant.blanket import (
+    OptimalBlanket,
+    require_eps0_in_range,
+    scaled_mean_positive_part,
+)
 from shuffledp.accountant.bounds import (
     AllOthersX0,
     Bound,
@@ -296,6 +300,9 @@ K2_NEAR = 64
 K2_EPS_TOL = 1e-13
 #: A block is accepted once its removal bound is within this factor of the best value found.
 K2_TOLERANCE = 1e-11
+#: The certificate stops as soon as optimal-blanket's upper end is within this factor of the
+#: best F(a) (the bracket is then that narrow; the issue asks 1e-9 for k = 2).
+K2_CEILING_TOLERANCE = 1e-10
 
 
 def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
@@ -335,7 +342,8 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
     best value found (or below 1e-300, where floats lose precision) or is a single a, or
     K2_BUDGET splits or K2_WORK are spent; the upper end is the largest bound left (or value
-    evaluated).
+    evaluated), capped by optimal-blanket's upper end (:func:`_k2_ceiling`), which ends the
+    search at once where it is within K2_CEILING_TOLERANCE of the best F(a).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
@@ -363,9 +371,13 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
             bound = _k2_value(reduced, a1, eps, meter)
         return -bound.upper, a1, a2
 
+    ceiling = _k2_ceiling(mech, eps)
     near = min(half, K2_NEAR)
     for a in range(near + 1):
         exact(a)
+        top = max(cache, key=lambda b: cache[b].lower)
+        if cache[top].lower * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
+            return Bracket(cache[top].lower, max(ceiling, cache[top].lower)), top
     heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
@@ -379,8 +391,19 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         heapq.heappush(heap, block(mid + 1, a2))
     best_a = max(cache, key=lambda a: cache[a].lower)
     lower = cache[best_a].lower
-    upper = max(-heap[0][0], max(b.upper for b in cache.values()))
+    upper = min(max(-heap[0][0], max(b.upper for b in cache.values())), ceiling)
     return Bracket(lower, max(upper, lower)), best_a
+
+
+def _k2_ceiling(mech: ShuffledKRR, eps: float) -> float:
+    """optimal-blanket's upper end (a valid upper bound at every k, a few ms), or inf where it
+    refuses. Where it is already within K2_CEILING_TOLERANCE of some F(a) (both near 1: eps
+    near 0 with a large eps0, where every F(a) is the same to 1e-10 and the certificate would
+    evaluate hundreds of a), it closes the bracket at once."""
+    try:
+        return OptimalBlanket().bracket(mech, eps).upper
+    except OutsideConditionsError:
+        return math.inf
 
 
 class ExactK2(Bound):

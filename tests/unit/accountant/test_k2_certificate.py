@@ -1,6 +1,7 @@
-"""k = 2: tight's lower end is F(a) at the a the certificate at this very eps found, so it does
-not depend on what the process computed before (it once came from a module-level memory of the
-last certificate's a for (n, eps0), which differs between eps)."""
+"""k = 2, the certificate of max_a F(a) in tight: its lower end is F(a) at the a the certificate
+at this very eps found, so it does not depend on what the process computed before (it once came
+from a module-level memory of the last certificate's a for (n, eps0), which differs between
+eps); optimal-blanket's upper end closes a flat certificate early, validly."""
 
 from __future__ import annotations
 
@@ -33,3 +34,22 @@ def test_lower_end_is_the_certificates_best_whatever_came_before(
     again = Tight().delta(mech, eps)
     assert again.delta_lower == first.delta_lower == certificate.lower
     assert witness_dataset(str(again.extra["lower_from"])) == {"family": "F", "a": best_a}
+
+
+@pytest.mark.parametrize("n", [100, 300])
+def test_optimal_blanket_closes_a_flat_certificate_validly(n: int) -> None:
+    """At eps = 0 with eps0 = 20 every F(a) is the same to 1e-10 and the certificate used to
+    evaluate every a (6 s at n = 1000); optimal-blanket's upper end is then within 1e-10 of
+    F(0) and closes it. The short bracket must contain the full certificate's (1e-14 wide)
+    and be at most K2_CEILING_TOLERANCE wide."""
+    from unittest import mock
+
+    from shuffledp.accountant import family
+
+    mech = ShuffledKRR(n=n, k=2, eps0=20.0)
+    short, _ = family._k2_worst_case(mech, 0.0)
+    with mock.patch.object(family, "_k2_ceiling", lambda *_: float("inf")):
+        full, _ = family._k2_worst_case(mech, 0.0)
+    assert full.upper <= full.lower * (1 + 1e-13)
+    assert short.lower <= full.upper and short.upper >= full.lower  # both contain the truth
+    assert short.upper <= full.upper * (1 + family.K2_CEILING_TOLERANCE)
