@@ -38,6 +38,7 @@ from shuffledp.accountant.mechanism import (
     require_delta,
     require_eps,
 )
+from shuffledp.accountant.numerics import largest_where
 from shuffledp.accountant.pairs import Bracket
 from shuffledp.accountant.renyi_girgis import RenyiGirgis
 from shuffledp.accountant.tight import (
@@ -327,22 +328,9 @@ def calibrate_eps0(n: int, k: int, eps: float, delta: float, bound: Bound | None
             return bound.upper_only(mech, eps) <= delta  # the lower side is not needed here
         return bound.bracket(mech, eps).upper <= delta
 
-    lo = max(eps, 1e-6)
-    while not meets(lo):
-        lo /= 2.0
-        if lo < 1e-9:
-            raise InvalidParameterError(
-                f"no eps0 >= 1e-9 meets eps={eps}, delta={delta} with n={n}, k={k} ({bound.name})"
-            )
-    hi = 2.0 * lo
-    while meets(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > EPS_CAP:
-            return lo
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if meets(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo
+    eps0 = largest_where(meets, max(eps, 1e-6), EPS_CAP)
+    if eps0 is None:
+        raise InvalidParameterError(
+            f"no eps0 >= 1e-9 meets eps={eps}, delta={delta} with n={n}, k={k} ({bound.name})"
+        )
+    return eps0

@@ -45,13 +45,13 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import numpy as np
 
 from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
-from shuffledp.accountant.numerics import FloatArray
+from shuffledp.accountant.numerics import FloatArray, largest_where
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 #: Largest n enumerated by default (work about m^5 / 16: 1.7 s at n = 100, 10 s at 150, 40 s at
@@ -401,7 +401,7 @@ def k3_calibrate_eps0(n: int, eps: float, delta: float, eps0_cap: float) -> floa
             target = delta * (1.0 - CROSSING_MARGIN)
             return all(dataset_delta(mech, c, eps).upper <= target for c in sorted(group))
 
-        eps0 = _largest(below, max(eps, 1e-6), eps0_cap)
+        eps0 = largest_where(below, max(eps, 1e-6), eps0_cap)
         if eps0 is None:
             return None
         mech = ShuffledKRR(n=n, k=3, eps0=eps0)
@@ -412,24 +412,3 @@ def k3_calibrate_eps0(n: int, eps: float, delta: float, eps0_cap: float) -> floa
             return None
         candidates.add(best)
     return None
-
-
-def _largest(ok: Callable[[float], bool], lo: float, cap: float) -> float | None:
-    """The largest x (to 1e-9 relative, rounded down) with ok(x), for ok true up to a point;
-    None if ok(x) fails down to 1e-9; ``cap`` once ok holds beyond it."""
-    while not ok(lo):
-        lo /= 2.0
-        if lo < 1e-9:
-            return None
-    hi = 2.0 * lo
-    while ok(hi):
-        lo, hi = hi, 2.0 * hi
-        if hi > cap:
-            return lo
-    while hi - lo > 1e-9 * hi:
-        mid = 0.5 * (lo + hi)
-        if ok(mid):
-            lo = mid
-        else:
-            hi = mid
-    return lo

@@ -35,6 +35,7 @@ relative.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 
 import numpy as np
 import numpy.typing as npt
@@ -361,3 +362,24 @@ def tilt_root(g: FloatArray, log_p: FloatArray, rel_tol: float = 1e-12) -> float
         if hi - lo <= rel_tol * hi:
             break
     return hi
+
+
+def largest_where(ok: Callable[[float], bool], lo: float, cap: float) -> float | None:
+    """The largest x (to 1e-9 relative, rounded down) with ok(x), for ok true up to a point;
+    None if ok(x) fails down to 1e-9; ``cap`` once ok holds beyond it."""
+    while not ok(lo):
+        lo /= 2.0
+        if lo < 1e-9:
+            return None
+    hi = 2.0 * lo
+    while ok(hi):
+        lo, hi = hi, 2.0 * hi
+        if hi > cap:
+            return lo
+    while hi - lo > 1e-9 * hi:
+        mid = 0.5 * (lo + hi)
+        if ok(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo

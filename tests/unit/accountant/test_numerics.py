@@ -135,3 +135,20 @@ def test_tilt_root_known_answer(p: float) -> None:
     assert tilt_root(g, log_p) == pytest.approx(0.5 * math.log((1.0 - p) / p), rel=1e-11)
     assert tilt_root(g, np.log(np.array([0.6, 0.4]))) == 0.0
     assert tilt_root(np.array([1.0, 0.0]), np.log(np.array([0.5, 0.5]))) == 0.0
+
+
+def test_largest_where_finds_the_threshold_from_below() -> None:
+    """The largest x with ok(x) for a threshold predicate: within 1e-9 relative and never
+    above it; None when ok fails down to 1e-9; the last doubling below ``cap`` when ok holds
+    beyond it."""
+    from shuffledp.accountant.numerics import largest_where
+
+    for threshold in (3.7e-6, 0.25, 3.7, 512.0):
+
+        def below(x: float, t: float = threshold) -> bool:
+            return x <= t
+
+        found = largest_where(below, 1.0, 1e6)
+        assert found is not None and threshold * (1 - 1e-9) <= found <= threshold
+    assert largest_where(lambda x: x <= 1e-10, 1.0, 1e6) is None
+    assert largest_where(lambda x: True, 1.0, 100.0) == 64.0
