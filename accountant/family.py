@@ -359,17 +359,8 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     def block(a1: int, a2: int) -> tuple[float, int, int]:
         if a1 == a2:
             return -exact(a1).upper, a1, a2
-        reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
-        if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
-            meter.work += K2_SINGLE_BIN_WORK
-            single = SingleBin(a1).bracket(reduced, eps)
-            if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
-                return -single.upper, a1, a2
-        bound = _k2_value(reduced, a1, eps, meter, fast=True)
-        target = max(b.lower for b in cache.values()) * (1.0 + K2_TOLERANCE)
-        if bound.lower <= target < bound.upper:  # the float64 width decides: redo it exactly
-            bound = _k2_value(reduced, a1, eps, meter)
-        return -bound.upper, a1, a2
+        best = max(b.lower for b in cache.values())
+        return -_k2_block_bound(mech, eps, a1, a2, best, meter), a1, a2
 
     ceiling = _k2_ceiling(mech, eps)
     near = min(half, K2_NEAR)
@@ -393,6 +384,24 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
     lower = cache[best_a].lower
     upper = min(max(-heap[0][0], max(b.upper for b in cache.values())), ceiling)
     return Bracket(lower, max(upper, lower)), best_a
+
+
+def _k2_block_bound(
+    mech: ShuffledKRR, eps: float, a1: int, a2: int, best: float, meter: WorkMeter
+) -> float:
+    """An upper bound on F(a) for every a in [a1, a2]: the single-bin model of the users left
+    once the a2 - a1 middle ones are revealed, with a1 on x0 (float64 convolution, redone in
+    long double where its width decides against ``best`` (1 + K2_TOLERANCE))."""
+    reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
+    if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
+        meter.work += K2_SINGLE_BIN_WORK
+        single = SingleBin(a1).bracket(reduced, eps)
+        if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
+            return single.upper
+    bound = _k2_value(reduced, a1, eps, meter, fast=True)
+    if bound.lower <= best * (1.0 + K2_TOLERANCE) < bound.upper:  # the width decides: exactly
+        bound = _k2_value(reduced, a1, eps, meter)
+    return bound.upper
 
 
 def _k2_ceiling(mech: ShuffledKRR, eps: float) -> float:
