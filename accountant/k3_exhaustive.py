@@ -343,9 +343,7 @@ def k3_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     another dataset is the worst there, it becomes the candidate. (0, inf, counts) if none
     confirms within K3_ROUNDS enumerations (the caller's other upper members then answer)."""
     _require_k3(mech)
-    m = mech.n - 1
-    first = {(0, 0, m), (min(1, m), 0, m - min(1, m)), (m, 0, 0), (m - min(1, m), 0, min(1, m))}
-    crossings = {c: _crossing(mech, c, delta, start) for c in sorted(first)}
+    crossings = {c: _crossing(mech, c, delta, start) for c in sorted(_usual_worst(mech.n))}
     counts = max(crossings, key=lambda c: crossings[c])
     crossing = crossings[counts]
     for _ in range(K3_ROUNDS):
@@ -358,6 +356,14 @@ def k3_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             break  # the bracket is too wide here to confirm the crossing
         counts, crossing = best, _crossing(mech, best, delta, start)
     return 0.0, math.inf, counts
+
+
+def _usual_worst(n: int) -> set[Counts]:
+    """The usual worst datasets, the first candidates of eps(delta) and calibration: F(0),
+    F(1), F(m - 1) and F(m) (m = n - 1 others; nobody on x1)."""
+    m = n - 1
+    one = min(1, m)
+    return {(0, 0, m), (one, 0, m - one), (m - one, 0, one), (m, 0, 0)}
 
 
 def _crossing(mech: ShuffledKRR, counts: Counts, delta: float, start: float) -> float:
@@ -391,9 +397,7 @@ def k3_calibrate_eps0(n: int, eps: float, delta: float, eps0_cap: float) -> floa
     (the caller then bisects with every evaluation exact). Assumes, like the caller, that delta
     grows with eps0; the candidates are datasets, so their eps0 is never below the truth's, and
     the confirmed one meets the target."""
-    m = n - 1
-    one = min(1, m)
-    candidates = {(0, 0, m), (one, 0, m - one), (m, 0, 0), (m - one, 0, one)}
+    candidates = _usual_worst(n)
     for _ in range(K3_ROUNDS):
 
         def below(eps0: float, group: frozenset[Counts] = frozenset(candidates)) -> bool:
