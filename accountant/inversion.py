@@ -209,9 +209,11 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
     # best at the current best are skipped (one evaluation each instead of a search); members
     # that cannot be evaluated here (OutsideConditionsError) are skipped and named.
     best_upper, upper_name, skipped = math.inf, "", []
-    k2_bracket: tuple[float, float] | None = None
-    k2_a: int | None = None  # k = 2: the a whose F(a) the lower search evaluates
-    k3_counts: Counts | None = None  # k = 3: the dataset whose crossing the enumeration confirmed
+    # k = 2 and k = 3 (n <= K3_MAX_N): the lower crossing found with the upper end (of F(k2_a),
+    # or of the dataset k3_counts the enumeration confirmed) and the dataset's name.
+    exact_lower: tuple[float, str] | None = None
+    k2_a: int | None = None
+    k3_counts: Counts | None = None
     blanket: Bracket | None = None  # optimal-blanket at its crossing, once it has answered
     for member in bound.upper_bounds(mech):
 
@@ -226,14 +228,15 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
             if isinstance(member, ExactK2):
                 k2_lower, value, k2_a = k2_eps_for_delta(mech, delta, start)
                 if math.isfinite(value):
-                    k2_bracket = (k2_lower, value)
+                    exact_lower = (k2_lower, f"family-f(a={k2_a})")
                 else:
                     value = smallest_eps_at_most(up, delta, start, upper_side=True)
             elif isinstance(member, ExactK3):
                 # Never a search over enumerations: the candidate's crossing, confirmed once.
-                k3_lower, value, k3_counts = k3_eps_for_delta(mech, delta, start)
+                k3_lower, value, candidate = k3_eps_for_delta(mech, delta, start)
                 if math.isfinite(value):
-                    k2_bracket = (k3_lower, value)
+                    k3_counts = candidate
+                    exact_lower = (k3_lower, counts_name(candidate))
             else:
                 value = smallest_eps_at_most(up, delta, start, upper_side=True)
         except OutsideConditionsError as exc:
@@ -245,7 +248,7 @@ def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> E
             best_upper, upper_name = value, member.name
     best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
     best_lower, lower_name = _tight_eps_lower(
-        bound, mech, delta, best_upper, k2_bracket, k2_a, k3_counts
+        bound, mech, delta, best_upper, exact_lower, k2_a, k3_counts
     )
     eps_lower = min(best_lower, best_upper)
     extra = bracket_extra(upper_name, lower_name, eps_lower, best_upper, skipped)
@@ -265,20 +268,13 @@ def _tight_eps_lower(
     mech: ShuffledKRR,
     delta: float,
     best_upper: float,
-    k2_bracket: tuple[float, float] | None = None,
+    exact_lower: tuple[float, str] | None = None,
     k2_a: int | None = None,
     k3_counts: Counts | None = None,
 ) -> tuple[float, str]:
-    best_lower, lower_name = 0.0, "none"
-    if k2_bracket is not None:
-        # k = 2: the crossing of the best F(a); k = 3: of the dataset the enumeration confirmed
-        # (both found with the upper end).
-        best_lower = k2_bracket[0]
-        lower_name = ExactK2.name if k2_a is None else f"family-f(a={k2_a})"
-        if k3_counts is not None:
-            lower_name = counts_name(k3_counts)
+    best_lower, lower_name = exact_lower if exact_lower is not None else (0.0, "none")
     family: dict[int, Bracket] = {}  # F(a) at its crossing, for tight.covered
-    for candidate in bound.lower_bounds(mech, k2_a, k3_counts if k2_bracket else None):
+    for candidate in bound.lower_bounds(mech, k2_a, k3_counts):
 
         def low(e: float, m: Bound = candidate) -> float:
             return m.bracket(mech, e).lower
