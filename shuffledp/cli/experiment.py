@@ -187,9 +187,9 @@ def run(args: argparse.Namespace) -> int:
                 experiment = load_experiment(name)
                 output = experiment(context)
             except KeyboardInterrupt:
-                # Stopping the workers takes a moment; a second Ctrl-C (or a SIGINT that lands
-                # during interpreter shutdown, when Python has put back the default handler)
-                # must not turn the clean exit 130 into death by signal.
+                # Stopping the workers takes a moment; a second Ctrl-C must not interrupt it.
+                # (That a caught Ctrl-C keeps status 130 under `python -m` is
+                # cli.main.forget_caught_interrupt's job.)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 repeater.terminate()
                 return _error(f"{name}: interrupted; every worker process was stopped", 130)
