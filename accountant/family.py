@@ -286,8 +286,13 @@ class FamilyF(Bound):
 #: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
 #: their (valid, looser) removal bounds.
 K2_BUDGET = 2000
-#: ... and at most this much work (k2_exact.WorkMeter; about 10 s at n = 1e6, where it binds).
-K2_WORK = 1_500_000_000
+#: ... and at most this much work (k2_exact.WorkMeter): enough to finish every grid point at
+#: n = 1e5 (eps0 = 0.5 at eps(1e-6) takes about 4e9); about 30 s at n = 1e6, where it binds
+#: for eps0 <= 4 (finishing there takes about 4 minutes: n = 1e6, eps0 = 0.5, 5,755 F(a)).
+K2_WORK = 5_000_000_000
+#: The work of each further certificate of an eps(delta) search whose first ran out of budget
+#: (:func:`_k2_uncertified`: they would run out again; a valid, wider bracket sooner).
+K2_RETRY_WORK = K2_WORK // 5
 #: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
 #: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
 #: counted as this much work.
@@ -305,15 +310,15 @@ K2_TOLERANCE = 1e-11
 K2_CEILING_TOLERANCE = 1e-10
 
 
-def k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
-    """:func:`_k2_worst_case`, remembered for the last few (n, eps0, eps): ``tight`` asks for
-    both ends at the same points, and eps(delta) searches revisit them."""
-    return _k2_cached(mech, eps)
+def k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[Bracket, int]:
+    """:func:`_k2_worst_case`, remembered for the last few (n, eps0, eps, work): ``tight`` asks
+    for both ends at the same points, and eps(delta) searches revisit them."""
+    return _k2_cached(mech, eps, work)
 
 
 @functools.lru_cache(maxsize=512)
-def _k2_cached(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
-    return _k2_worst_case(mech, eps)
+def _k2_cached(mech: ShuffledKRR, eps: float, work: int) -> tuple[Bracket, int]:
+    return _k2_worst_case(mech, eps, work)
 
 
 def _k2_value(
@@ -328,20 +333,21 @@ def _k2_value(
     return value if value is not None else SingleBin(a).bracket(mech, eps)
 
 
-def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
+def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[Bracket, int]:
     """k = 2: a bracket on max_a F(a), which is the exact worst case (every dataset of the others
     is "a hold x0, the rest x1"), and the a that gave the lower end.
 
     Lower end: the best F(a) evaluated. Upper end: a certificate over every a. F(a) = F(n-1-a),
     so a <= (n - 1) / 2 suffices; every a <= K2_NEAR is evaluated (the maximum sits near the
-    ends). For a block [a1, a2], the counts of the middle users (a - a1 of them on x0, a2 - a on
-    x1) are independent of u; revealing them can only help the adversary, and what remains is
-    the single-bin model of n - (a2 - a1) users with a1 on x0, for every a in the block at once:
-    max over the block <= that value (computed with the float64 convolution, again in long
-    double where its width decides whether the block is cleared). The block with the largest bound is split in two (a block
+    ends). For a block [a1, a2], revealing to the adversary about theta = 1 - e^-eps0 of the
+    middle users (those of the a - a1 on x0 who report x0 for sure in a mixture; the others
+    then report like x1 users) can only help it, and what remains is the single-bin model of
+    n - d users with a1 on x0, for every a of the block at once, plus a Chernoff tail
+    (:func:`k2_revealed_users`, :func:`_k2_block_bound`). The block with the largest bound is
+    split in two (a block
     of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
     best value found (or below 1e-300, where floats lose precision) or is a single a, or
-    K2_BUDGET splits or K2_WORK are spent; the upper end is the largest bound left (or value
+    K2_BUDGET splits or ``work`` are spent; the upper end is the largest bound left (or value
     evaluated), capped by optimal-blanket's upper end (:func:`_k2_ceiling`), which ends the
     search at once where it is within K2_CEILING_TOLERANCE of the best F(a).
     """
@@ -374,7 +380,7 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
         neg_bound, a1, a2 = heap[0]
         best = max(b.lower for b in cache.values())
         done = -neg_bound <= max(best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
-        if a1 == a2 or done or meter.work > K2_WORK:
+        if a1 == a2 or done or meter.work > work:
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
@@ -389,19 +395,77 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float) -> tuple[Bracket, int]:
 def _k2_block_bound(
     mech: ShuffledKRR, eps: float, a1: int, a2: int, best: float, meter: WorkMeter
 ) -> float:
-    """An upper bound on F(a) for every a in [a1, a2]: the single-bin model of the users left
-    once the a2 - a1 middle ones are revealed, with a1 on x0 (float64 convolution, redone in
-    long double where its width decides against ``best`` (1 + K2_TOLERANCE))."""
-    reduced = ShuffledKRR(n=mech.n - (a2 - a1), k=2, eps0=mech.eps0)
+    """An upper bound on F(a) for every a in [a1, a2] (the mixture argument of
+    :func:`k2_revealed_users`): F(a) <= F(a1) of the n - d users left once d of the a2 - a1
+    middle users are revealed, plus the chance that more than d must be. The single-bin
+    value is computed with the float64 convolution, and again in long double where its width
+    decides against ``best`` (1 + K2_TOLERANCE)."""
+    revealed, tail = k2_revealed_users(a2 - a1, mech.eps0, best * K2_TOLERANCE * 1e-2)
+    reduced = ShuffledKRR(n=mech.n - revealed, k=2, eps0=mech.eps0)
     if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
         meter.work += K2_SINGLE_BIN_WORK
         single = SingleBin(a1).bracket(reduced, eps)
         if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
-            return single.upper
+            return single.upper + tail
     bound = _k2_value(reduced, a1, eps, meter, fast=True)
-    if bound.lower <= best * (1.0 + K2_TOLERANCE) < bound.upper:  # the width decides: exactly
+    if bound.lower + tail <= best * (1.0 + K2_TOLERANCE) < bound.upper + tail:  # width decides
         bound = _k2_value(reduced, a1, eps, meter)
-    return bound.upper
+    return bound.upper + tail
+
+
+def k2_revealed_users(block: int, eps0: float, tail_target: float) -> tuple[int, float]:
+    """(d, tail): how many of a block's users the k = 2 block bound reveals, and the chance
+    that the mixture below needs more, at most max(tail_target, 0) (d = block, tail 0, when
+    that is cheaper than the chance).
+
+    Why fewer than the whole block: in F(a) with a1 <= a <= a2, the a - a1 middle users on x0
+    each report x0 with probability pt = (pb/pt) pb + (1 - pb/pt) 1: a mixture of an x1 user
+    (probability pb/pt = e^-eps0) and a user who reports x0 for sure. The mixture is over a
+    variable independent of u, so by the joint convexity of the hockey-stick divergence F(a)
+    <= E_D[G(D)], where D ~ Bin(a - a1, theta), theta = 1 - e^-eps0, counts the sure users and
+    G(D) is the delta of the rest, a shift of F(a1) for n - D users (the sure reports are a
+    constant the adversary subtracts). G is non-decreasing (an extra x1 user is independent
+    noise added to both laws: post-processing), and Bin(a - a1, theta) is stochastically below
+    Bin(a2 - a1, theta), so every a of the block has F(a) <= E[G(D)] with D ~ Bin(a2 - a1,
+    theta) <= G(d) + P(D > d) (G <= 1). The old bound revealed the whole block (d = a2 - a1);
+    this one reveals about theta of it (0.39 at eps0 = 0.5, 0.63 at eps0 = 1).
+
+    P(D > d) is bounded by Chernoff, P(D >= m) <= exp(-b KL(m/b || theta)) for m > b theta,
+    with theta rounded up (a larger theta only raises the bound) and the exponent shrunk by
+    1e-9 relative for its rounding: a valid, safe-side tail.
+    """
+    theta = min(1.0, -math.expm1(-eps0) * (1.0 + 1e-15))
+    if block <= 0 or not tail_target > 0.0 or theta >= 1.0:
+        return block, 0.0
+    log_target = math.log(tail_target)
+    low, high = math.floor(block * theta), block  # P(D > block) = 0
+    if _binomial_upper_tail(block, theta, low + 1) > log_target:
+        while high - low > 1:  # smallest d in (low, block] with P(D > d) <= the target
+            mid = (low + high) // 2
+            if _binomial_upper_tail(block, theta, mid + 1) <= log_target:
+                high = mid
+            else:
+                low = mid
+        revealed = high
+    else:
+        revealed = low
+    tail = 0.0 if revealed >= block else math.exp(_binomial_upper_tail(block, theta, revealed + 1))
+    return revealed, tail
+
+
+def _binomial_upper_tail(trials: int, theta: float, at_least: int) -> float:
+    """log of Chernoff's bound on P(Bin(trials, theta) >= at_least), at_least > trials theta:
+    -trials KL(at_least / trials || theta), the exponent shrunk by 1e-9 relative (safe side);
+    0 (the trivial bound) at or below the mean, -inf above trials."""
+    if at_least > trials:
+        return -math.inf
+    x = at_least / trials
+    if x <= theta:
+        return 0.0
+    kl = x * math.log(x / theta)
+    if x < 1.0:
+        kl += (1.0 - x) * math.log((1.0 - x) / (1.0 - theta))
+    return -trials * kl * (1.0 - 1e-9)
 
 
 def _k2_ceiling(mech: ShuffledKRR, eps: float) -> float:
@@ -500,12 +564,12 @@ def _k2_uncertified(
         check = smallest_eps_at_most(up, delta / (1.01 * ratio), 0.0, upper_side=True)
         if not check < mech.eps0:
             break
-        again = k2_worst_case(mech, check)[0]
+        again = k2_worst_case(mech, check, K2_RETRY_WORK)[0]
         if again.upper <= delta:
             return check
         ratio *= again.upper / delta
     for step in (1e-3, 1e-2, 1e-1):
         top = min(check if math.isfinite(check) else mech.eps0, mech.eps0)
-        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0))[0].upper <= delta:
+        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0), K2_RETRY_WORK)[0].upper <= delta:
             return min(top * (1.0 + step), mech.eps0)
     return math.inf

@@ -53,3 +53,55 @@ def test_optimal_blanket_closes_a_flat_certificate_validly(n: int) -> None:
     assert full.upper <= full.lower * (1 + 1e-13)
     assert short.lower <= full.upper and short.upper >= full.lower  # both contain the truth
     assert short.upper <= full.upper * (1 + family.K2_CEILING_TOLERANCE)
+
+
+@pytest.mark.parametrize(
+    ("block", "eps0"), [(1, 0.5), (40, 0.5), (300, 1.0), (5000, 0.3), (900, 4.0)]
+)
+@pytest.mark.parametrize("target", [1e-13, 1e-30])
+def test_revealed_users_tail_is_above_the_exact_binomial_tail(
+    block: int, eps0: float, target: float
+) -> None:
+    """The Chernoff tail of k2_revealed_users is a valid bound on P(Bin(block, 1 - e^-eps0) > d)
+    (60-digit mpmath sum) and at most the target; d is at most the block."""
+    import mpmath
+
+    from shuffledp.accountant.family import k2_revealed_users
+
+    revealed, tail = k2_revealed_users(block, eps0, target)
+    assert 0 <= revealed <= block
+    assert tail <= target
+    with mpmath.workdps(60):
+        theta = -mpmath.expm1(-mpmath.mpf(eps0))
+        exact = mpmath.fsum(
+            mpmath.binomial(block, j) * theta**j * (1 - theta) ** (block - j)
+            for j in range(revealed + 1, block + 1)
+        )
+    assert exact <= tail
+    if revealed == block:
+        assert tail == 0.0
+
+
+@pytest.mark.parametrize(("n", "eps0", "eps"), [(150, 0.5, 0.1), (600, 1.0, 0.2), (400, 0.3, 0.05)])
+def test_block_bound_is_above_every_f_a_of_its_block(n: int, eps0: float, eps: float) -> None:
+    """The block bound (reveal about theta of the block's users, plus a Chernoff tail) is at
+    least F(a) for every a of the block, F(a) computed one by one by k2_exact (checked against
+    60-digit mpmath in tests/reference/test_k2_exact.py), on blocks large enough that fewer
+    than all the block's users are revealed; and it is below the old bound, which revealed them
+    all."""
+    from shuffledp.accountant import family
+    from shuffledp.accountant.k2_exact import WorkMeter
+
+    mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+    half = (n - 1) // 2
+    values = [family._k2_value(mech, a, eps) for a in range(half + 1)]
+    best = max(v.lower for v in values)
+    partial = 0
+    for a1, a2 in [(0, 40), (3, 70), (10, half), (30, half), (half - 60, half)]:
+        revealed, _ = family.k2_revealed_users(a2 - a1, eps0, best * family.K2_TOLERANCE * 1e-2)
+        partial += revealed < a2 - a1
+        bound = family._k2_block_bound(mech, eps, a1, a2, best, WorkMeter())
+        assert bound >= max(v.upper for v in values[a1 : a2 + 1])
+        removed = ShuffledKRR(n=n - (a2 - a1), k=2, eps0=eps0)
+        assert bound <= family._k2_value(removed, a1, eps).upper * (1 + 1e-8)  # fast: ~1e-9
+    assert partial >= 2
