@@ -288,6 +288,7 @@ def _draw_eps(ax: Any, panel: RunsPanel) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("eps", fontsize="small")
     ax.grid(True, which="major", alpha=0.3)
+    ax.margins(y=0.3)  # room between the lines for the legend (it must not cover one)
     ax.legend(fontsize="x-small", loc="best")  # which line is which mechanism's eps
 
 
