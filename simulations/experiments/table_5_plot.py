@@ -60,7 +60,9 @@ def per_x0_figure(
             ax.set_title(panel, fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
         axes[0][0].set_ylabel("|pihat_x0 - pi_x0|  (= |n pihat - n pi| / n)")
-        axes[0][0].legend(fontsize="small", loc="lower left")
+        # Below the panels: inside, it covered the low stars and whiskers (Table VI, Paris).
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize="small")
         fig.suptitle(title, fontsize="medium")
     except BaseException:
         plt.close(fig)
