@@ -120,6 +120,7 @@ def run(args: argparse.Namespace) -> int:
     if result.status == "present":
         print(f"{remote.name}: already cached at {result.path}")
         print(f"  size {record.size:,} bytes and SHA-256 {record.sha256} match its record")
+        _print_where_read(folder, result.path)
         return 0
     if result.status == "adopted":
         print(f"{remote.name}: found {result.path} without a record; checked and recorded it")
@@ -128,7 +129,19 @@ def run(args: argparse.Namespace) -> int:
         print(f"{remote.name}: downloaded {remote.url}{resumed}")
         print(f"  into {result.path}")
     _print_checks(remote, record, result.path)
+    _print_where_read(folder, result.path)
     return 0
+
+
+def _print_where_read(folder: Path, path: Path) -> None:
+    """A file fetched outside the default cache is not where the experiments look: say how."""
+    from shuffledp.simulations.data.fetch import CACHE_ENV, cache_dir
+
+    if folder.resolve() != cache_dir().resolve():
+        print(
+            f"  not the default cache ({cache_dir()}): the experiments read it with "
+            f"--dataset {path}, or with {CACHE_ENV}={folder} set"
+        )
 
 
 def _print_checks(remote: RemoteFile, record: FileRecord, path: Path) -> None:

@@ -149,15 +149,27 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
 def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
     """Find every check-in file now, before any experiment starts: a missing one is one line
     naming `shuffledp data fetch gowalla` (ExperimentError, exit status 1), not a failure after
-    the experiments before it have run."""
+    the experiments before it have run. For ``all`` the line says that nothing ran and names the
+    experiments that need no check-ins (they run by name)."""
+    from shuffledp.simulations.experiments.base import ExperimentError
     from shuffledp.simulations.experiments.gowalla_data import (
         GOWALLA_EXPERIMENTS,
         SETUPS,
         check_data,
     )
 
-    if any(name in GOWALLA_EXPERIMENTS for name in selected):
+    if not any(name in GOWALLA_EXPERIMENTS for name in selected):
+        return
+    try:
         check_data(tuple(SETUPS.values()), args.dataset, args.data_dir)
+    except ExperimentError as exc:
+        if args.name != ALL:
+            raise
+        others = [name for name in selected if name not in GOWALLA_EXPERIMENTS]
+        raise ExperimentError(
+            f"nothing was run: {', '.join(GOWALLA_EXPERIMENTS)} need check-in data ({exc}); "
+            f"the others run by name ({', '.join(others)})"
+        ) from None
 
 
 def run(args: argparse.Namespace) -> int:

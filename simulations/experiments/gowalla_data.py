@@ -169,7 +169,8 @@ def find_dataset(setup: RegionSetup, given: object, data_dir: Path | None) -> Pa
         return slice_path
     raise ExperimentError(
         f"{setup.name}: no check-in data: run `{fetch_command()}` (the SNAP file, "
-        f"{GOWALLA.size or 0:,} bytes, into {cache_dir()}), or give --dataset FILE"
+        f"{GOWALLA.size or 0:,} bytes, into {cache_dir()}), or pass --data-dir DIR (the lat,lon "
+        f"slices) or --dataset FILE"
     )
 
 

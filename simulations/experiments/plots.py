@@ -55,6 +55,38 @@ def heat_maps(
     values across panels). Writes PNG and SVG next to ``path``; returns both.
     """
     plt = pyplot()
+    grids = _heat_map_grids(panels, rows, columns)
+    vmin = min(float(np.nanmin(g)) for g in grids) if shared_scale else None
+    vmax = max(float(np.nanmax(g)) for g in grids) if shared_scale else None
+    # Cells drawn square (a map-like shape); constrained layout keeps labels and the shared
+    # colour bar from overlapping the neighbouring panel.
+    panel_width = 3.6
+    fig, axes = plt.subplots(
+        1,
+        len(grids),
+        figsize=(panel_width * len(grids) + 1.2, panel_width * rows / columns + 1.3),
+        squeeze=False,
+        layout="constrained",
+    )
+    try:
+        image = None
+        for ax, grid, (caption, _) in zip(axes[0], grids, panels, strict=True):
+            image = _heat_map_panel(ax, grid, caption, extent, vmin, vmax, first=ax is axes[0][0])
+            if not shared_scale:
+                fig.colorbar(image, ax=ax, label=colorbar_label)
+        if shared_scale and image is not None:
+            fig.colorbar(image, ax=list(axes[0]), label=colorbar_label)
+        fig.suptitle(title)
+    except BaseException:
+        plt.close(fig)
+        raise
+    return save_figure(fig, path)
+
+
+def _heat_map_grids(
+    panels: Sequence[tuple[str, npt.ArrayLike]], rows: int, columns: int
+) -> list[npt.NDArray[np.float64]]:
+    """Each panel's values as a (rows, columns) grid; InvalidParameterError on a wrong size."""
     if not panels:
         raise InvalidParameterError("heat_maps needs at least one panel")
     grids = []
@@ -66,55 +98,45 @@ def heat_maps(
                 f"got {arr.size}"
             )
         grids.append(arr.reshape(rows, columns))
-    vmin = min(float(np.nanmin(g)) for g in grids) if shared_scale else None
-    vmax = max(float(np.nanmax(g)) for g in grids) if shared_scale else None
-    count = len(grids)
-    # Cells drawn square (a map-like shape); constrained layout keeps labels and the shared
-    # colour bar from overlapping the neighbouring panel.
-    aspect_ratio = rows / columns
-    panel_width = 3.6
-    fig, axes = plt.subplots(
-        1,
-        count,
-        figsize=(panel_width * count + 1.2, panel_width * aspect_ratio + 1.3),
-        squeeze=False,
-        layout="constrained",
+    return grids
+
+
+def _heat_map_panel(
+    ax: Any,
+    grid: npt.NDArray[np.float64],
+    caption: str,
+    extent: tuple[float, float, float, float] | None,
+    vmin: float | None,
+    vmax: float | None,
+    *,
+    first: bool,
+) -> Any:
+    """Draw one grid on ``ax`` (north up, square cells on paper); returns the image."""
+    rows, columns = grid.shape
+    image = ax.imshow(
+        grid,
+        origin="lower",
+        extent=extent,
+        # square cells in degrees of the extent would distort; square cells on paper
+        aspect=(
+            "auto"
+            if extent is None
+            else ((extent[1] - extent[0]) / columns) / ((extent[3] - extent[2]) / rows)
+        ),
+        cmap="viridis",
+        vmin=vmin,
+        vmax=vmax,
+        interpolation="nearest",
     )
-    try:
-        image = None
-        for ax, grid, (caption, _) in zip(axes[0], grids, panels, strict=True):
-            image = ax.imshow(
-                grid,
-                origin="lower",
-                extent=extent,
-                # square cells in degrees of the extent would distort; square cells on paper
-                aspect=(
-                    "auto"
-                    if extent is None
-                    else ((extent[1] - extent[0]) / columns) / ((extent[3] - extent[2]) / rows)
-                ),
-                cmap="viridis",
-                vmin=vmin,
-                vmax=vmax,
-                interpolation="nearest",
-            )
-            ax.set_title(caption, fontsize="medium")
-            if extent is not None:
-                _degree_ticks(ax)
-                ax.set_xlabel("longitude")
-                if ax is axes[0][0]:  # one y label: the panels share the latitude axis
-                    ax.set_ylabel("latitude")
-                else:
-                    ax.tick_params(labelleft=False)
-            if not shared_scale:
-                fig.colorbar(image, ax=ax, label=colorbar_label)
-        if shared_scale and image is not None:
-            fig.colorbar(image, ax=list(axes[0]), label=colorbar_label)
-        fig.suptitle(title)
-    except BaseException:
-        plt.close(fig)
-        raise
-    return save_figure(fig, path)
+    ax.set_title(caption, fontsize="medium")
+    if extent is not None:
+        _degree_ticks(ax)
+        ax.set_xlabel("longitude")
+        if first:  # one y label: the panels share the latitude axis
+            ax.set_ylabel("latitude")
+        else:
+            ax.tick_params(labelleft=False)
+    return image
 
 
 def _degree_ticks(ax: Any) -> None:
@@ -266,6 +288,7 @@ def _draw_eps(ax: Any, panel: RunsPanel) -> None:
     ax.yaxis.set_minor_formatter(NullFormatter())
     ax.set_ylabel("eps", fontsize="small")
     ax.grid(True, which="major", alpha=0.3)
+    ax.margins(y=0.3)  # room between the lines for the legend (it must not cover one)
     ax.legend(fontsize="x-small", loc="best")  # which line is which mechanism's eps
 
 

@@ -1,7 +1,8 @@
 """The figure of ``table-5``: per x0, our errors over runs beside the paper's one value per cell.
 
 One panel per n; at each x0 a box per mechanism (the Gaussian and shuffle+INV: quartiles,
-whiskers at 1.5 IQR; points instead when there are fewer than 10 runs) and the published value
+whiskers at 1.5 IQR; points instead where fewer than 10 runs are above 0, since a log axis
+cannot show a 0 and quartiles of the others alone would mislead) and the published value
 as a star in the mechanism's colour. Log y (the errors span four decades). Style from
 :mod:`.figure_style` (the mechanisms' fixed colours, PNG + SVG).
 """
@@ -59,7 +60,9 @@ def per_x0_figure(
             ax.set_title(panel, fontsize="medium")
             ax.grid(True, which="major", alpha=0.3)
         axes[0][0].set_ylabel("|pihat_x0 - pi_x0|  (= |n pihat - n pi| / n)")
-        axes[0][0].legend(fontsize="small", loc="lower left")
+        # Below the panels: inside, it covered the low stars and whiskers (Table VI, Paris).
+        handles, labels = axes[0][0].get_legend_handles_labels()
+        fig.legend(handles, labels, loc="outside lower center", ncol=4, fontsize="small")
         fig.suptitle(title, fontsize="medium")
     except BaseException:
         plt.close(fig)
@@ -82,9 +85,11 @@ def _draw(
     every = [np.asarray(values, dtype=np.float64) for values in per_x0]
     runs = [values[values > 0] for values in every]
     hidden = sum(int(values.size) for values in every) - sum(int(v.size) for v in runs)
-    boxes = min(len(values) for values in every) >= BOX_MIN_RUNS
     for position, values in zip(positions, runs, strict=True):
+        # A box needs BOX_MIN_RUNS drawable values: quartiles of the positive runs only (a run
+        # of exactly 0 dropped) would misplace the median, so such a position shows points.
         if values.size:
+            boxes = values.size >= BOX_MIN_RUNS
             draw_runs_at(ax, position, values, boxes=boxes, width=0.36 * spacing, style=style)
     ax.plot([], [], color=style.colour, marker=style.marker, linestyle="none",
             label=f"{label} (ours, over runs)")  # fmt: skip

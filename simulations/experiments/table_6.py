@@ -201,7 +201,8 @@ def _figure(out: Path, results: Sequence[RoundResult], setup: RegionSetup) -> tu
         cells,
         panels,
         published,
-        title=f"{NAME}: individual-specific utility, {setup.title} (|n pihat - n pi| / n)",
+        title=f"{NAME}: individual-specific utility, {setup.title} (|n pihat - n pi| / n)\n"
+        f"(stars: the paper's values, one each, at its eps0 = eps = {EPS:g})",
         xlabel="x0 (the paper's cell; read as our 0-based row-major index)",
         table="Table VI",
     )

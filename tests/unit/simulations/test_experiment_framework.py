@@ -257,6 +257,30 @@ def test_runs_are_points_below_ten_and_boxes_from_ten() -> None:
         plt.close(fig)
 
 
+def test_per_x0_boxes_need_ten_positive_runs_and_zeros_are_counted_not_drawn() -> None:
+    """Table V/VI figures: a box at an x0 only from BOX_MIN_RUNS values above 0 (a run of exactly
+    0 cannot be drawn on log y, and quartiles of the rest would misplace the median): that x0
+    shows points instead, and the note counts the zeros."""
+    from shuffledp.simulations.experiments.figure_style import pyplot
+    from shuffledp.simulations.experiments.table_5_plot import _draw
+
+    plt = pyplot()
+    full = [float(v) for v in range(1, BOX_MIN_RUNS + 1)]
+    with_zeros = [0.0, 0.0, *full[2:]]
+    fig, ax = plt.subplots()
+    try:
+        hidden = _draw(ax, "Gaussian", [1, 3], [full, with_zeros], [1.0, 1.0], 2.0, "Table V")
+        assert hidden == 2
+        assert len(ax.patches) == 1  # one box: the x0 with ten positive runs
+        points = [  # unjoined markers: the runs shown as points (and the box's empty fliers)
+            line for line in ax.lines
+            if line.get_linestyle() == "None" and line.get_marker() not in ("None", "*")
+        ]  # fmt: skip
+        assert sum(len(line.get_xdata()) for line in points) == BOX_MIN_RUNS - 2
+    finally:
+        plt.close(fig)
+
+
 def test_series_style_is_fixed_per_mechanism_and_colour_blind_safe() -> None:
     from shuffledp.simulations.experiments.figure_style import OKABE_ITO, series_style
 

@@ -356,6 +356,27 @@ def test_the_command_downloads_and_says_how_the_file_was_checked(
     assert "already cached" in capsys.readouterr().out
 
 
+def test_a_file_fetched_outside_the_default_cache_says_how_experiments_read_it(
+    server: tuple[Served, str],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """--dir elsewhere: the experiments look in the default cache, so the command names
+    --dataset and the variable; fetched into the default cache it says nothing of the kind."""
+    _, url = server
+    monkeypatch.setitem(fetch_module.DATASETS, "gowalla", _remote(url))
+    default, elsewhere = tmp_path / "default", tmp_path / "elsewhere"
+    monkeypatch.setenv(CACHE_ENV, str(default))
+    assert main(["data", "fetch", "gowalla", "--dir", str(elsewhere), "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert f"--dataset {elsewhere / NAME}" in out and f"{CACHE_ENV}={elsewhere}" in out
+    assert main(["data", "fetch", "gowalla", "--dir", str(elsewhere), "--quiet"]) == 0
+    assert f"--dataset {elsewhere / NAME}" in capsys.readouterr().out  # also when cached
+    assert main(["data", "fetch", "gowalla", "--dir", str(default), "--quiet"]) == 0
+    assert "--dataset" not in capsys.readouterr().out
+
+
 @pytest.mark.parametrize("failure", ["404", "500", "truncated"])
 def test_a_failed_download_is_one_line_exit_1_and_no_file_in_place(
     server: tuple[Served, str],

@@ -196,6 +196,24 @@ def test_without_data_each_experiment_stops_with_one_line_naming_the_fetch_comma
     assert not out.exists()  # before any work
 
 
+def test_without_data_all_stops_before_any_work_naming_fetch_and_the_runnable_ones(
+    no_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`all` holds the check-in experiments: with no data nothing runs (exit 1), and the one line
+    names the fetch command, --data-dir and the experiments that run by name without data."""
+    out = tmp_path / "out"
+    code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet"])
+    captured = capsys.readouterr()
+    assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
+    assert (
+        "nothing was run" in captured.err and "run `shuffledp data fetch gowalla`" in captured.err
+    )
+    assert "--data-dir DIR" in captured.err
+    runnable = [name for name in EXPERIMENTS if name not in GOWALLA_EXPERIMENTS]
+    assert runnable and f"run by name ({', '.join(runnable)})" in captured.err
+    assert not out.exists()  # before any work
+
+
 def test_a_missing_slice_in_data_dir_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ExperimentError, match=r"gowalla-sf-latlon\.csv does not exist.*--data-dir"):
         gd.find_dataset(gd.SF, None, tmp_path)
