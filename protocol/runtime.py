@@ -1,7 +1,7 @@
 """What every stage process shares on top of a transport: an inbox, states and progress.
 
-A stage (a client process, a hop, the analyzer) announces itself on its retained status topic
-(``ready``, then ``done``, ``refused`` or ``failed``; see :func:`~shuffledp.protocol.topics.status_topic`)
+A stage (a client process, a hop, the analyzer) announces itself on its status topic, retained
+but for a client process's (``ready``, then ``done``, ``refused`` or ``failed``; see :func:`~shuffledp.protocol.topics.status_topic`)
 and publishes progress counts while it works. A stage publishes to its downstream only after it
 saw the downstream's ``ready``: an MQTT broker drops messages for topics nobody subscribes to, so
 this is what makes the start order of the processes irrelevant.
@@ -25,7 +25,7 @@ from typing import Any
 
 from shuffledp.errors import OperationalError
 from shuffledp.protocol.screen import Mapper, parallel_mapper
-from shuffledp.protocol.topics import progress_topic, status_topic
+from shuffledp.protocol.topics import progress_topic, retains_status, status_topic
 from shuffledp.protocol.transport import Message, Transport
 
 __all__ = [
@@ -62,16 +62,22 @@ def decode_json(payload: bytes) -> dict[str, Any] | None:
 async def publish_state(
     transport: Transport, prefix: str, round_id: int, stage: str, state: str, **fields: Any
 ) -> None:
-    """Publish ``{"stage", "state", "time", **fields}`` as the stage's retained status."""
+    """Publish ``{"stage", "state", "time", **fields}`` as the stage's status, retained unless
+    the stage is a client process (:func:`~shuffledp.protocol.topics.retains_status`)."""
     body = {"stage": stage, "state": state, "time": time.time(), **fields}
     await transport.publish(
-        status_topic(prefix, round_id, stage), json.dumps(body).encode(), retain=True
+        status_topic(prefix, round_id, stage),
+        json.dumps(body).encode(),
+        retain=retains_status(stage),
     )
 
 
 async def clear_state(transport: Transport, prefix: str, round_id: int, stage: str) -> None:
-    """Delete the stage's retained status (an empty retained payload)."""
-    await transport.publish(status_topic(prefix, round_id, stage), b"", retain=True)
+    """Delete the stage's retained status (an empty retained payload; for a client process,
+    whose status is not retained, an empty message that tells the listeners it ended)."""
+    await transport.publish(
+        status_topic(prefix, round_id, stage), b"", retain=retains_status(stage)
+    )
 
 
 async def publish_progress(

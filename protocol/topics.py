@@ -11,6 +11,8 @@ a wildcard, so a subscription to one never receives another's messages.
 
 from __future__ import annotations
 
+import re
+
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.record import MAX_ROUND_ID
 
@@ -101,6 +103,18 @@ def report_topic(prefix: str, round_id: int) -> str:
     """Where the analyzer publishes the report of round ``round_id`` (JSON, retained)."""
     _check_round(round_id)
     return f"{validate_prefix(prefix)}/round/{round_id}/report"
+
+
+_CLIENT_PROCESS = re.compile(r"clients-(0|[1-9][0-9]*)")
+
+
+def retains_status(stage: str) -> bool:
+    """Whether ``stage`` publishes its status retained: every stage but a client process
+    (``clients-<j>``). A client account may retain nothing on the broker
+    (shuffledp/security/broker_limits.py: Mosquitto's bounds plugin refuses its retained
+    publishes and wills, the embedded broker drops the flag), and no stage waits for a client
+    process's status; a subscriber already listening (the launcher) still receives it."""
+    return _CLIENT_PROCESS.fullmatch(stage) is None
 
 
 def _check_stage(stage: str) -> str:

@@ -406,19 +406,6 @@ class _DropStartupTraceback(logging.Filter):
         return record.getMessage() != "Broker startup failed"
 
 
-def _client_payload(access_dir: Path) -> int:
-    """The client accounts' payload bound for the hops of ``access_dir``'s access.json (3 hops,
-    the default, if it has none: a directory made without ``keys init``)."""
-    from shuffledp.security.access import AccessError, load_access_settings
-    from shuffledp.security.broker_limits import client_payload_bytes
-
-    try:
-        n_hops = load_access_settings(Path(access_dir).parent).n_hops
-    except AccessError:
-        n_hops = 3
-    return client_payload_bytes(n_hops)
-
-
 async def start_amqtt(port: int, access_dir: Path | None) -> Any:
     """A started, patched amqtt Broker on 127.0.0.1:``port``.
 
@@ -428,12 +415,14 @@ async def start_amqtt(port: int, access_dir: Path | None) -> Any:
     from amqtt.broker import Broker
     from amqtt.errors import BrokerError as AmqttBrokerError
 
+    from shuffledp.security.broker_limits import deployment_client_payload
+
     what = f"embedded MQTT broker (amqtt {AMQTT_VERSION})"
     broker = Broker(amqtt_config(port, access_dir))
     patch_broker(broker, acl=access_dir is not None)
     client_payload = None
     if access_dir is not None:
-        client_payload = _client_payload(access_dir)
+        client_payload = deployment_client_payload(access_dir)
         gate_connects(broker, Path(access_dir) / "passwd", client_payload)
     bound_publishes(broker, client_payload)
     log_filter = _DropStartupTraceback()

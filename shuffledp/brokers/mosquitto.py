@@ -10,7 +10,9 @@
 Bounds (:mod:`shuffledp.security.broker_limits`): ``max_packet_size`` (a stage's largest packet,
 4 MiB), bounded queues per client, persistence on (off for :class:`MosquittoBroker`, which is
 never restarted); with accounts, ``use_username_as_clientid`` (no account connects under
-another's client id). See the template.
+another's client id) and the per-role bounds plugin (:mod:`shuffledp.security.mosquitto_bounds`:
+no retained message and no payload over the report size from a client account), compiled at
+first use, or comment lines saying why it is not loaded. See the template.
 """
 
 from __future__ import annotations
@@ -41,6 +43,7 @@ from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
     MOSQUITTO_LISTENER_ACCOUNT_SETTINGS,
 )
+from shuffledp.security.mosquitto_bounds import PluginBuild, bounds_settings, build_bounds_plugin
 
 __all__ = [
     "MOSQUITTO_CONFIG_TEMPLATE",
@@ -85,16 +88,18 @@ def write_mosquitto_config(
     tls_port: int | None = None,
     persistence_location: str | os.PathLike[str] | None = None,
     persistence: bool = True,
+    bounds_plugin: PluginBuild | None = None,
 ) -> Path:
     """Write `directory`/mosquitto.conf for a listener on 127.0.0.1:`port`; return its path.
     ``persistence_location``: the directory of its mosquitto.db (default: where mosquitto
     starts); ``persistence=False`` saves nothing (a broker that is never restarted).
-    With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused and the
-    accounts and ACL of that directory apply (its passwd and acl files). With ``tls_dir`` (a
+    With ``access_dir`` (:mod:`shuffledp.security.access`), anonymous clients are refused, the
+    accounts and ACL of that directory apply (its passwd and acl files) and so do the per-role
+    bounds of :mod:`shuffledp.security.mosquitto_bounds` (``bounds_plugin``, default: built now or
+    taken from its cache; without it the file says what is not enforced and why). With ``tls_dir`` (a
     key directory's ``tls/``, :mod:`shuffledp.security.tls`) and ``tls_port``, a second listener on
     127.0.0.1:`tls_port` speaks MQTT over TLS with that directory's server certificate; the
     same security settings apply to both listeners."""
-    from shuffledp.security.access import mosquitto_auth_settings
     from shuffledp.security.tls import mosquitto_tls_listener
 
     path = Path(directory) / "mosquitto.conf"
@@ -107,11 +112,7 @@ def write_mosquitto_config(
             "persistence true\n", f"persistence true\npersistence_location {location}\n", 1
         )
     if access_dir is not None:
-        settings = mosquitto_auth_settings(check_access_dir(access_dir))
-        text = text.replace("per_listener_settings false\n", settings, 1)
-        text = text.replace("allow_anonymous true\n", "", 1)
-        listener = f"listener {port} {LOOPBACK}\n"
-        text = text.replace(listener, listener + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS, 1)
+        text = _with_accounts(text, port, check_access_dir(access_dir), bounds_plugin)
     if (tls_dir is None) != (tls_port is None):
         raise InvalidParameterError(
             f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
@@ -135,6 +136,21 @@ def write_mosquitto_config(
         )
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _with_accounts(text: str, port: int, root: Path, bounds_plugin: PluginBuild | None) -> str:
+    """``text`` with the accounts and ACL of the access directory ``root``, the bounds plugin
+    (or the lines saying why it is not loaded), no anonymous clients, and client ids tied to
+    accounts on the plain listener."""
+    from shuffledp.security.access import mosquitto_auth_settings
+    from shuffledp.security.broker_limits import deployment_client_payload
+
+    settings = mosquitto_auth_settings(root)
+    settings += bounds_settings(deployment_client_payload(root), bounds_plugin)
+    text = text.replace("per_listener_settings false\n", settings, 1)
+    text = text.replace("allow_anonymous true\n", "", 1)
+    listener = f"listener {port} {LOOPBACK}\n"
+    return text.replace(listener, listener + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS, 1)
 
 
 MOSQUITTO_FALLBACKS: tuple[str, ...] = ("/usr/sbin/mosquitto",)
@@ -187,6 +203,7 @@ class MosquittoBroker:
         self._tls_port = None if tls_dir is None else self._free_port_but_plain()
         self._tmpdir: Path | None = None
         self._process: subprocess.Popen[bytes] | None = None
+        self._bounds: PluginBuild | None = None
 
     @property
     def port(self) -> int:
@@ -214,6 +231,16 @@ class MosquittoBroker:
             port = free_loopback_port()
             if port != self._port:
                 return port
+
+    @property
+    def bounds(self) -> str:
+        """What this broker enforces per role (with ``access_dir``: the bounds plugin, or what is
+        not enforced and why; :mod:`shuffledp.security.mosquitto_bounds`), once started."""
+        if self._access_dir is None:
+            return "open broker: no accounts, no per-role bounds"
+        if self._bounds is None:
+            return "not started yet"
+        return self._bounds.description
 
     @property
     def config_path(self) -> Path:
@@ -255,6 +282,8 @@ class MosquittoBroker:
         """Write the configuration into a fresh temporary directory and start mosquitto on it,
         its output going to ``mosquitto.log`` there."""
         self._tmpdir = Path(tempfile.mkdtemp(prefix="shuffledp-mosquitto-"))
+        if self._access_dir is not None and self._bounds is None:
+            self._bounds = build_bounds_plugin()
         config = write_mosquitto_config(
             self._tmpdir,
             self._port,
@@ -264,6 +293,7 @@ class MosquittoBroker:
             # Nothing restarts this broker and its folder goes when it stops: saving its
             # state would only cost time (a save stalls the broker while it writes).
             persistence=False,
+            bounds_plugin=self._bounds,
         )
         with open(self._tmpdir / "mosquitto.log", "wb") as log:
             self._process = subprocess.Popen(

@@ -623,7 +623,9 @@ def _run_clients(args: argparse.Namespace) -> int:
     async def main() -> int:
         async with MqttTransport(
             args.broker,
-            will_topic=_will(args, args.name),
+            # No will: a client process retains no status (retains_status), so there is
+            # nothing to clear, and the broker refuses a client account's retained will.
+            will_topic=None,
             **_session(args, args.name, _id_secret(username, password)),
             username=username,
             password=password,

@@ -65,7 +65,11 @@ from shuffledp.protocol.client_auth import (
     process_key,
 )
 from shuffledp.protocol.topics import validate_prefix
-from shuffledp.security.broker_limits import STAGE_PACKET_BYTES, mosquitto_limit_settings
+from shuffledp.security.broker_limits import (
+    STAGE_PACKET_BYTES,
+    client_payload_bytes,
+    mosquitto_limit_settings,
+)
 from shuffledp.security.keys import (
     DIRECTORY_MODE,
     MAX_HOPS,
@@ -74,6 +78,12 @@ from shuffledp.security.keys import (
     KeyDirectoryError,
     _read_private_file,
     _write_file,
+)
+from shuffledp.security.mosquitto_bounds import (
+    LIBRARY,
+    PluginBuild,
+    bounds_settings,
+    build_bounds_plugin,
 )
 from shuffledp.validation import require_int
 
@@ -251,7 +261,8 @@ def init_access(
     passwd = "".join(f"{name}:{hash_password(passwords[name])}\n" for name in names)
     _write_file(root / "passwd", passwd.encode(), PRIVATE_FILE_MODE, replace=overwrite)
     _write_file(root / "acl", acl_text(rules).encode(), PRIVATE_FILE_MODE, replace=overwrite)
-    conf = _mosquitto_config_text(root)
+    bounds = _install_bounds_plugin(root, overwrite=overwrite)
+    conf = _mosquitto_config_text(root, bounds_settings(client_payload_bytes(hops), bounds))
     _write_file(root / "mosquitto.conf", conf.encode(), PUBLIC_FILE_MODE, replace=overwrite)
     _write_client_keys(root, client_processes, overwrite=overwrite)
     document = {
@@ -302,11 +313,25 @@ def _write_passwords(root: Path, names: tuple[str, ...], *, overwrite: bool) -> 
     return passwords
 
 
-def _mosquitto_config_text(root: Path) -> str:
-    """``mosquitto.conf`` of the access directory ``root``: its accounts and ACL, the delivery
-    and persistence settings, one listener on 127.0.0.1:1883."""
+def _install_bounds_plugin(root: Path, *, overwrite: bool) -> PluginBuild:
+    """The per-role bounds plugin (:mod:`shuffledp.security.mosquitto_bounds`), built or taken from
+    its cache and copied to ``root/mosquitto_bounds.so`` (0644: the broker's user reads it, like the
+    passwd and acl files); what :func:`build_bounds_plugin` says if it cannot be built."""
+    build = build_bounds_plugin()
+    if build.path is None:
+        return build
+    target = root / LIBRARY
+    _write_file(target, build.path.read_bytes(), PUBLIC_FILE_MODE, replace=overwrite)
+    return PluginBuild(target)
+
+
+def _mosquitto_config_text(root: Path, bounds: str) -> str:
+    """``mosquitto.conf`` of the access directory ``root``: its accounts and ACL, the per-role
+    bounds (``bounds``: :func:`bounds_settings`), the delivery and persistence settings, one
+    listener on 127.0.0.1:1883."""
     return (
         mosquitto_auth_settings(root)
+        + bounds
         + MOSQUITTO_DELIVERY_SETTINGS
         + mosquitto_persistence_settings(root)
         + f"listener {MOSQUITTO_LISTENER_PORT} 127.0.0.1\n"

@@ -15,17 +15,24 @@ runs, and the broker keeps it. The bounds, by role:
   one client beyond those in flight (a full round of 10^6 reports at hop 0 fits).
 
 Where each is enforced: the embedded broker enforces every bound per role
-(:mod:`shuffledp.brokers.amqtt_compat`). Mosquitto 2.0 has one value per option for all clients
-(``max_packet_size``, ``max_queued_*`` and ``retain_available`` all "apply globally"), so its
-generated configurations (:func:`mosquitto_limit_settings`) bound every packet by the stages'
-size and every queue as above, and cannot refuse a client's retained message: a client account
-there can still retain messages of at most :data:`STAGE_PACKET_BYTES` on its own topics
-(docs/threat-model.md).
+(:mod:`shuffledp.brokers.amqtt_compat`; a client's retained flag is dropped, the message still
+delivered). Mosquitto 2.0 has one value per option for all clients (``max_packet_size``,
+``max_queued_*`` and ``retain_available`` all "apply globally"), so its generated configurations
+(:func:`mosquitto_limit_settings`) bound every packet by the stages' size and every queue as
+above, and load a plugin of ours for the per-role rules
+(:mod:`shuffledp.security.mosquitto_bounds`): a client account's retained PUBLISH or will, or a
+PUBLISH over :func:`client_payload_bytes`, is refused (delivered to no one; client processes
+publish nothing retained, :func:`shuffledp.protocol.topics.retains_status`). Where the plugin
+cannot be built (no C compiler, no ``mosquitto-dev`` headers) the configuration says so and a
+client account there can still retain messages of at most :data:`STAGE_PACKET_BYTES` on its own
+topics (docs/threat-model.md).
 """
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from shuffledp.protocol.client_auth import ENVELOPE_SIZE
 from shuffledp.protocol.onion import message_length
@@ -36,6 +43,7 @@ __all__ = [
     "QUEUED_MESSAGES",
     "STAGE_PACKET_BYTES",
     "client_payload_bytes",
+    "deployment_client_payload",
     "is_client_account",
     "mosquitto_limit_settings",
 ]
@@ -59,6 +67,19 @@ def client_payload_bytes(n_hops: int) -> int:
     """Largest payload a client account may publish with ``n_hops`` hops: its authenticated
     report (envelope and onion), or a status/progress message, whichever is larger."""
     return max(ENVELOPE_SIZE + message_length(0, n_hops), CONTROL_PAYLOAD_BYTES)
+
+
+def deployment_client_payload(access_dir: str | os.PathLike[str]) -> int:
+    """The client accounts' payload bound for the hops of the access directory ``access_dir``
+    (its parent's ``access/access.json``); 3 hops, the default, if it has none (a directory
+    made without ``keys init``)."""
+    from shuffledp.security.access import AccessError, load_access_settings
+
+    try:
+        n_hops = load_access_settings(Path(access_dir).parent).n_hops
+    except AccessError:
+        n_hops = 3
+    return client_payload_bytes(n_hops)
 
 
 def is_client_account(username: object) -> bool:

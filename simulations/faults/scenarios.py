@@ -11,6 +11,7 @@ any n.
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import time
 from collections.abc import Awaitable, Callable
@@ -37,7 +38,11 @@ STATE = ("--state-dir", "{state}")
 JOURNAL_STEM = b"shuffledp-hop-journal/"
 """How a journal file with a magic line begins."""
 JUNK_BYTES = 16_000_000
-"""Each junk message: 16 MB, just under the 16 MiB packet limit of the generated configuration."""
+"""The first junk messages: 16 MB, over the 4 MiB packet limit of the generated configuration
+(Mosquitto disconnects the sender at the first)."""
+UNDER_BOUND_JUNK_BYTES = 4_000_000
+"""The second junk messages: 4 MB, under Mosquitto's global 4 MiB packet limit but far over a
+client account's payload bound (the bounds plugin's to refuse)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,33 +193,46 @@ async def takeover(r: FaultRound, quick: bool) -> Notes:
 async def junk(r: FaultRound, quick: bool) -> Notes:
     """Once hop 0 accepted a quarter of n, the clients-0 account publishes 40 x 16 MB to hop
     0's topic and a retained 16 MB message to hop 0's topic of 20 other rounds (10 and 5 with
-    --quick)."""
+    --quick), then, on a new connection, the same with 4 MB messages (under Mosquitto's global
+    packet limit)."""
     await r.start_round(paced=True)
     at = await _wait_accepted(r, 0.25)
     count, retained = (10, 5) if quick else (40, 20)
     spec = r.spec
     others = [ingress_topic(r.prefix, spec.round_id + 1000 + i, 0) for i in range(retained)]
-    sent = await publish_junk(
-        r.url,
-        username="clients-0",
-        password=load_password(r.keys, "clients-0"),
-        topic=ingress_topic(r.prefix, spec.round_id, 0),
-        count=count,
-        retained_topics=others,
-        size=JUNK_BYTES,
-    )
-    return {"injected": True, "at_accepted": at, "junk_bytes": JUNK_BYTES, **sent}
+    notes: Notes = {"injected": True, "at_accepted": at, "junk_bytes": JUNK_BYTES}
+    for size, label in ((JUNK_BYTES, ""), (UNDER_BOUND_JUNK_BYTES, "under_bound_")):
+        sent = await publish_junk(
+            r.url,
+            username="clients-0",
+            password=load_password(r.keys, "clients-0"),
+            topic=ingress_topic(r.prefix, spec.round_id, 0),
+            count=count,
+            retained_topics=others,
+            size=size,
+        )
+        notes.update({f"{label}{key}": value for key, value in sent.items()})
+    return notes
 
 
 async def junk_left(r: FaultRound) -> Notes:
-    """Retained junk the broker still holds after the round (read with hop 0's account)."""
+    """Retained junk the broker still holds after the round (read with hop 0's account), whether
+    the broker loaded the bounds plugin, and how many publishes it refused at least (the last
+    count it logged: it logs its 1st, 2nd, 4th, 8th, ... refusal)."""
     left = await count_retained(
         r.url,
         username="hop-0",
         password=load_password(r.keys, "hop-0"),
         topic_filter=f"{r.prefix}/round/+/hop/0",
     )
-    return {"retained_left": left}
+    assert r.broker is not None
+    loaded = re.search(r"(?m)^plugin\s", r.broker.config_path.read_text()) is not None
+    counts = [int(n) for n in re.findall(r"\((\d+) refused so far\)", r.broker.log())]
+    return {
+        "retained_left": left,
+        "bounds_plugin": loaded,
+        "refused_by_plugin_at_least": max(counts, default=0),
+    }
 
 
 async def fill(r: FaultRound, quick: bool) -> Notes:
@@ -321,7 +339,7 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             name="junk",
-            title="16 MB messages to hop 0, retained 16 MB on other rounds",
+            title="16 MB and 4 MB messages to hop 0, retained ones on other rounds",
             broker="keys-init",
             run=junk,
             after=junk_left,

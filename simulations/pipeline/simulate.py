@@ -415,6 +415,8 @@ class PipelineSession:
             )
             await self._mosquitto.__aenter__()
             self._url = self._mosquitto.url
+            if self.options.auth:  # what the bounds plugin enforces, or why it does not
+                enforced += f"; {self._mosquitto.bounds}"
             self._broker_label = f"Mosquitto at {self._url} ({enforced}; {choice.reason})"
         else:
             assert choice.url is not None

@@ -216,9 +216,9 @@ async def test_a_burst_of_takeovers_does_not_crash_a_stage(tmp_path: Path) -> No
 @pytest.mark.asyncio
 async def test_mosquitto_config_refuses_an_oversized_publish(tmp_path: Path) -> None:
     """The generated configuration's max_packet_size: a client account publishing more than a
-    stage's largest packet to hop 0 is disconnected and nothing reaches hop 0. (Mosquitto 2.0
-    cannot refuse a client's retained message: its options apply to all accounts alike; the
-    embedded broker's test below covers retained messages.)"""
+    stage's largest packet to hop 0 is disconnected and nothing reaches hop 0. (The per-role
+    rules under that global bound, a client's retained message or payload over its report
+    size, are the bounds plugin's: tests/integration/test_mosquitto_bounds.py.)"""
     require_mosquitto()
     init_access(tmp_path, hops=1, client_processes=1, prefix=PREFIX)
     topic = f"{PREFIX}/round/1/hop/0"

@@ -42,6 +42,7 @@ from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.mqtt import MqttTransport
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.topics import analyzer_topic
+from shuffledp.security.mosquitto_bounds import build_bounds_plugin
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.data.datasets import synthetic_values
 from tests.conftest import default_sigint, require_mosquitto
@@ -282,6 +283,8 @@ def test_simulate_by_default_runs_on_mosquitto_when_installed() -> None:
     label = report["simulation"]["broker"]
     assert label.startswith("Mosquitto at mqtt://127.0.0.1:")
     assert "auto: mosquitto found at " in label
+    # What the per-role bounds plugin enforces here, or that it does not and why.
+    assert f"; {build_bounds_plugin().description};" in label
 
 
 def test_simulate_on_mosquitto(mosquitto_url: str) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 from shuffledp.protocol.onion import public_key_to_bytes
 from shuffledp.security.access import init_access
 from shuffledp.security.keys import init_key_directory
+from shuffledp.security.mosquitto_bounds import STAGE_ACCOUNTS, build_bounds_plugin
 
 ACL_TWO_HOPS_ONE_CLIENT_PROCESS = """\
 # shuffledp broker ACL (made by `shuffledp keys init`): anything not listed is denied
@@ -91,11 +92,19 @@ def test_access_files_are_the_known_answers(tmp_path: Path) -> None:
     assert (root / "access.json").read_bytes() == ACCESS_JSON.encode()
     conf = (root / "mosquitto.conf").read_text()
     directives = [line for line in conf.splitlines() if line and not line.startswith("#")]
-    assert directives[:5] == [
+    # The bounds plugin (security/mosquitto_bounds.py), where it can be built here.
+    plugin = [
+        f"plugin {root / 'mosquitto_bounds.so'}",
+        "plugin_opt_client_payload_bytes 16384",
+        f"plugin_opt_stage_accounts {STAGE_ACCOUNTS}",
+    ]
+    built = build_bounds_plugin().path is not None
+    assert directives[: 5 + 3 * built] == [
         "per_listener_settings false",
         "allow_anonymous false",
         f"password_file {root / 'passwd'}",
         f"acl_file {root / 'acl'}",
+        *(plugin if built else []),
         "max_queued_messages 2000000",
     ]
     assert directives[-5:] == [
