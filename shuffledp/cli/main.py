@@ -16,6 +16,7 @@ Anything else is a bug and keeps its traceback. Subcommands have further statuse
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import sys
 from collections.abc import Sequence
@@ -38,10 +39,13 @@ from shuffledp.errors import (
 )
 from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 
-__all__ = ["EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
+__all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
+#: The reader of standard output went away (``shuffledp experiment ... | head``): no message,
+#: the status a shell gives a process killed by SIGPIPE (128 + 13).
+EXIT_BROKEN_PIPE = 141
 
 # argparse says "argument --eps0: must be > 0, got -1"; the converters of shuffledp.cli.argtypes
 # write their rule to follow the flag directly: "--eps0 must be > 0, got -1".
@@ -95,12 +99,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+    except BrokenPipeError:
+        _discard_stdout()
+        return EXIT_BROKEN_PIPE
     except (ShuffledpError, OSError) as exc:
         status = exit_status(exc)
         assert status is not None
         print(f"shuffledp {_command(args)}: error: {_one_line(exc)}", file=sys.stderr)
         return status
     return code
+
+
+def _discard_stdout() -> None:
+    """Point standard output at /dev/null, so that the interpreter's final flush of what is
+    still buffered does not fail on the closed pipe again (Python's documented recipe for
+    SIGPIPE: Python ignores the signal and raises BrokenPipeError instead)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def forget_caught_interrupt() -> None:

@@ -82,3 +82,22 @@ def test_importing_the_package_loads_no_api_module() -> None:
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=120
     )
     assert done.stdout.split("\n")[:2] == ["", "True"]
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly() -> None:
+    """`shuffledp ... | head`: standard output is closed before the command writes. It ends
+    with the SIGPIPE status (141) and nothing on stderr (it once printed 'error: Broken pipe'
+    and exited 1, or a traceback at the interpreter's final flush)."""
+    from shuffledp.cli.main import EXIT_BROKEN_PIPE
+
+    argv = account(100, 10, "2", "--eps", "0.1")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "shuffledp", *argv],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+    )
+    assert process.stdout is not None
+    process.stdout.close()  # the reader is gone before the first write
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == EXIT_BROKEN_PIPE
+    assert stderr == b""
