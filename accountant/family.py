@@ -286,13 +286,23 @@ class FamilyF(Bound):
 #: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
 #: their (valid, looser) removal bounds.
 K2_BUDGET = 2000
-#: ... and at most this much work (k2_exact.WorkMeter): enough to finish every grid point at
-#: n = 1e5 (eps0 = 0.5 at eps(1e-6) takes about 4e9); about 30 s at n = 1e6, where it binds
-#: for eps0 <= 4 (finishing there takes about 4 minutes: n = 1e6, eps0 = 0.5, 5,755 F(a)).
+#: ... and at most this much work (k2_exact.WorkMeter) up to n = K2_FULL_WORK_MAX_N: enough to
+#: finish every grid point at n = 1e5 (eps0 = 0.5 at eps(1e-6) takes about 4e9, 13 s).
 K2_WORK = 5_000_000_000
-#: The work of each further certificate of an eps(delta) search whose first ran out of budget
-#: (:func:`_k2_uncertified`: they would run out again; a valid, wider bracket sooner).
-K2_RETRY_WORK = K2_WORK // 5
+K2_FULL_WORK_MAX_N = 200_000
+#: Above K2_FULL_WORK_MAX_N, where finishing takes minutes (n = 1e6, eps0 = 0.5 at eps(1e-6):
+#: 5,755 F(a), 4 minutes), the certificate stops after this much (about 10 s at n = 1e6) with a
+#: valid, wider bracket, and so does each further certificate of an eps(delta) search whose
+#: first ran out (:func:`_k2_uncertified`).
+K2_SHORT_WORK = 1_500_000_000
+
+
+def k2_work(n: int) -> int:
+    """The work budget of one k = 2 certificate at this n (K2_WORK, or K2_SHORT_WORK above
+    K2_FULL_WORK_MAX_N)."""
+    return K2_WORK if n <= K2_FULL_WORK_MAX_N else K2_SHORT_WORK
+
+
 #: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
 #: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
 #: counted as this much work.
@@ -310,10 +320,11 @@ K2_TOLERANCE = 1e-11
 K2_CEILING_TOLERANCE = 1e-10
 
 
-def k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[Bracket, int]:
-    """:func:`_k2_worst_case`, remembered for the last few (n, eps0, eps, work): ``tight`` asks
-    for both ends at the same points, and eps(delta) searches revisit them."""
-    return _k2_cached(mech, eps, work)
+def k2_worst_case(mech: ShuffledKRR, eps: float, work: int | None = None) -> tuple[Bracket, int]:
+    """:func:`_k2_worst_case` with ``work`` (default :func:`k2_work`), remembered for the last
+    few (n, eps0, eps, work): ``tight`` asks for both ends at the same points, and eps(delta)
+    searches revisit them."""
+    return _k2_cached(mech, eps, k2_work(mech.n) if work is None else work)
 
 
 @functools.lru_cache(maxsize=512)
@@ -564,12 +575,12 @@ def _k2_uncertified(
         check = smallest_eps_at_most(up, delta / (1.01 * ratio), 0.0, upper_side=True)
         if not check < mech.eps0:
             break
-        again = k2_worst_case(mech, check, K2_RETRY_WORK)[0]
+        again = k2_worst_case(mech, check, K2_SHORT_WORK)[0]
         if again.upper <= delta:
             return check
         ratio *= again.upper / delta
     for step in (1e-3, 1e-2, 1e-1):
         top = min(check if math.isfinite(check) else mech.eps0, mech.eps0)
-        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0), K2_RETRY_WORK)[0].upper <= delta:
+        if k2_worst_case(mech, min(top * (1.0 + step), mech.eps0), K2_SHORT_WORK)[0].upper <= delta:
             return min(top * (1.0 + step), mech.eps0)
     return math.inf
