@@ -227,14 +227,16 @@ def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tupl
 def candidates(mech: ShuffledKRR) -> list[int]:
     """The a values ``tight`` tries: every a for n <= ALL_A_UP_TO; otherwise a = 0 and n - 1
     (k >= 3: intermediate a only while n <= NEAR_ENDS_UP_TO, near the ends), and for k = 2 the first
-    eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and five
-    spread over the range."""
+    eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and, up to
+    n = K2_FULL_WORK_MAX_N, five spread over the range."""
     n = mech.n
     if n <= ALL_A_UP_TO:
         return list(range(n))
     if mech.k == 2:
         ends = list(range(min(8, n)))
-        spread = [round(i * (n - 1) / 8) for i in range(5)]
+        # Above K2_FULL_WORK_MAX_N the spread a cost minutes where F(a) underflows (n = 1e6,
+        # eps0 = 2, eps = 0.1: 390 s; the certificate, not these, finds interior maxima).
+        spread = [round(i * (n - 1) / 8) for i in range(5)] if n <= K2_FULL_WORK_MAX_N else []
         return sorted(set(ends + spread))
     if n <= NEAR_ENDS_UP_TO:
         return sorted({0, 1, 2, n - 3, n - 2, n - 1})
@@ -295,6 +297,16 @@ K2_FULL_WORK_MAX_N = 200_000
 #: valid, wider bracket, and so does each further certificate of an eps(delta) search whose
 #: first ran out (:func:`_k2_uncertified`).
 K2_SHORT_WORK = 1_500_000_000
+
+
+#: Above this n, an optimal-blanket upper end below K2_NEGLIGIBLE ends the certificate at once
+#: with the bracket [0, that end] (tight.negligible's rule: the minimum could only move within
+#: the subnormal range). Above K2_FULL_WORK_MAX_N, so does an underflow of every F(a) with
+#: a <= K2_NEAR (the bracket is then [0, optimal-blanket's upper end]): the blocks would have to
+#: be split until each bound underflows too, and at n = 1e6, eps0 = 2, eps = 0.1 (F(a) about
+#: 1e-380, optimal-blanket 2.3e-229) the certificate spent 82 s to end there all the same.
+K2_NEGLIGIBLE_FROM_N = 100_000
+K2_NEGLIGIBLE = 1e-300
 
 
 def k2_work(n: int) -> int:
@@ -380,12 +392,16 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
         return -_k2_block_bound(mech, eps, a1, a2, best, meter), a1, a2
 
     ceiling = _k2_ceiling(mech, eps)
+    if mech.n > K2_NEGLIGIBLE_FROM_N and ceiling < K2_NEGLIGIBLE:
+        return Bracket(0.0, ceiling), 0  # subnormal: tight.negligible's rule, in time
     near = min(half, K2_NEAR)
     for a in range(near + 1):
         exact(a)
         top = max(cache, key=lambda b: cache[b].lower)
         if cache[top].lower * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
             return Bracket(cache[top].lower, max(ceiling, cache[top].lower)), top
+    if mech.n > K2_FULL_WORK_MAX_N and not any(b.lower > 0.0 for b in cache.values()):
+        return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed: see K2_NEGLIGIBLE
     heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
