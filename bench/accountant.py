@@ -40,6 +40,7 @@ from shuffledp.accountant import (
     WangKRR,
     eps_for_delta,
 )
+from shuffledp.accountant.tight import bracket_ratio
 
 T = TypeVar("T")
 
@@ -106,7 +107,7 @@ def print_k2(min_n: float, max_n: float) -> None:
             for eps in [e for e in (0.1, 0.5, 1.0) if e < eps0]:
                 t_d, _, r = timed(functools.partial(Tight().delta, mech, eps), 1)
                 if r.delta_upper >= 1e-300:
-                    gap = r.delta_upper / r.delta_lower - 1.0
+                    gap = bracket_ratio(r.delta_lower, r.delta_upper) - 1.0  # inf: lower 0
                     cells.append(f"{eps} {r.delta_lower:.4e} {gap:.1e} {t_d:.2f}")
             t_e, _, e = timed(functools.partial(eps_for_delta, Tight(), mech, 1e-6), 1)
             print(
