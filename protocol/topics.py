@@ -108,13 +108,19 @@ def report_topic(prefix: str, round_id: int) -> str:
 _CLIENT_PROCESS = re.compile(r"clients-(0|[1-9][0-9]*)")
 
 
+def is_client_process(name: object) -> bool:
+    """True for a client process's stage name, which is also its broker account
+    (``clients-<j>``)."""
+    return isinstance(name, str) and _CLIENT_PROCESS.fullmatch(name) is not None
+
+
 def retains_status(stage: str) -> bool:
     """Whether ``stage`` publishes its status retained: every stage but a client process
     (``clients-<j>``). A client account may retain nothing on the broker
     (shuffledp/security/broker_limits.py: Mosquitto's bounds plugin refuses its retained
     publishes and wills, the embedded broker drops the flag), and no stage waits for a client
     process's status; a subscriber already listening (the launcher) still receives it."""
-    return _CLIENT_PROCESS.fullmatch(stage) is None
+    return not is_client_process(stage)
 
 
 def _check_stage(stage: str) -> str:

@@ -31,11 +31,11 @@ topics (docs/threat-model.md).
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 
 from shuffledp.protocol.client_auth import ENVELOPE_SIZE
 from shuffledp.protocol.onion import message_length
+from shuffledp.protocol.topics import is_client_process
 
 __all__ = [
     "CONTROL_PAYLOAD_BYTES",
@@ -60,9 +60,6 @@ QUEUED_BYTES = 1024 * 1024 * 1024
 """Bytes a broker holds for one client beyond those in flight (1 GiB: a round of 10^6 reports
 of 3 hops is 264 MB)."""
 
-_CLIENT_ACCOUNT = re.compile(r"clients-(0|[1-9][0-9]*)")
-
-
 def client_payload_bytes(n_hops: int) -> int:
     """Largest payload a client account may publish with ``n_hops`` hops: its authenticated
     report (envelope and onion), or a status/progress message, whichever is larger."""
@@ -83,8 +80,9 @@ def deployment_client_payload(access_dir: str | os.PathLike[str]) -> int:
 
 
 def is_client_account(username: object) -> bool:
-    """True for a client process's broker account (``clients-<j>``)."""
-    return isinstance(username, str) and _CLIENT_ACCOUNT.fullmatch(username) is not None
+    """True for a client process's broker account (``clients-<j>``: the process's stage name,
+    :func:`shuffledp.protocol.topics.is_client_process`)."""
+    return is_client_process(username)
 
 
 def mosquitto_limit_settings() -> str:
