@@ -299,16 +299,6 @@ K2_FULL_WORK_MAX_N = 200_000
 K2_SHORT_WORK = 1_500_000_000
 
 
-#: Above this n, an optimal-blanket upper end below K2_NEGLIGIBLE ends the certificate at once
-#: with the bracket [0, that end] (tight.negligible's rule: the minimum could only move within
-#: the subnormal range). Above K2_FULL_WORK_MAX_N, so does an underflow of every F(a) with
-#: a <= K2_NEAR (the bracket is then [0, optimal-blanket's upper end]): the blocks would have to
-#: be split until each bound underflows too, and at n = 1e6, eps0 = 2, eps = 0.1 (F(a) about
-#: 1e-380, optimal-blanket 2.3e-229) the certificate spent 82 s to end there all the same.
-K2_NEGLIGIBLE_FROM_N = 100_000
-K2_NEGLIGIBLE = 1e-300
-
-
 def k2_work(n: int) -> int:
     """The work budget of one k = 2 certificate at this n (K2_WORK, or K2_SHORT_WORK above
     K2_FULL_WORK_MAX_N)."""
@@ -391,9 +381,11 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
         best = max(b.lower for b in cache.values())
         return -_k2_block_bound(mech, eps, a1, a2, best, meter), a1, a2
 
+    from shuffledp.accountant.tight import negligible  # (tight imports this module)
+
     ceiling = _k2_ceiling(mech, eps)
-    if mech.n > K2_NEGLIGIBLE_FROM_N and ceiling < K2_NEGLIGIBLE:
-        return Bracket(0.0, ceiling), 0  # subnormal: tight.negligible's rule, in time
+    if negligible(mech, ceiling):  # the minimum could only move within the subnormal range
+        return Bracket(0.0, ceiling), 0
     near = min(half, K2_NEAR)
     for a in range(near + 1):
         exact(a)
@@ -401,7 +393,10 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
         if cache[top].lower * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
             return Bracket(cache[top].lower, max(ceiling, cache[top].lower)), top
     if mech.n > K2_FULL_WORK_MAX_N and not any(b.lower > 0.0 for b in cache.values()):
-        return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed: see K2_NEGLIGIBLE
+        # Every F(a <= K2_NEAR) underflowed: the blocks would have to be split until each bound
+        # underflows too (n = 1e6, eps0 = 2, eps = 0.1: F(a) about 1e-380, optimal-blanket
+        # 2.3e-229; the certificate spent 82 s to end at optimal-blanket's value all the same).
+        return Bracket(0.0, ceiling), 0
     heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
@@ -465,17 +460,15 @@ def k2_revealed_users(block: int, eps0: float, tail_target: float) -> tuple[int,
     if block <= 0 or not tail_target > 0.0 or theta >= 1.0:
         return block, 0.0
     log_target = math.log(tail_target)
-    low, high = math.floor(block * theta), block  # P(D > block) = 0
-    if _binomial_upper_tail(block, theta, low + 1) > log_target:
-        while high - low > 1:  # smallest d in (low, block] with P(D > d) <= the target
-            mid = (low + high) // 2
-            if _binomial_upper_tail(block, theta, mid + 1) <= log_target:
-                high = mid
-            else:
-                low = mid
-        revealed = high
-    else:
-        revealed = low
+    # The smallest d with P(D > d) <= the target, by bisection: below the mean the bound is the
+    # trivial 1 (fails), at d = block the tail is 0 (holds).
+    low, revealed = math.floor(block * theta) - 1, block
+    while revealed - low > 1:
+        mid = (low + revealed) // 2
+        if _binomial_upper_tail(block, theta, mid + 1) <= log_target:
+            revealed = mid
+        else:
+            low = mid
     tail = 0.0 if revealed >= block else math.exp(_binomial_upper_tail(block, theta, revealed + 1))
     return revealed, tail
 
