@@ -295,7 +295,10 @@ K2_FULL_WORK_MAX_N = 200_000
 #: Above K2_FULL_WORK_MAX_N, where finishing takes minutes (n = 1e6, eps0 = 0.5 at eps(1e-6):
 #: 5,755 F(a), 4 minutes), the certificate stops after this much (about 10 s at n = 1e6) with a
 #: valid, wider bracket, and so does each further certificate of an eps(delta) search whose
-#: first ran out (:func:`_k2_uncertified`).
+#: first ran out (:func:`_k2_uncertified`). There, too, a certificate whose every F(a <= K2_NEAR)
+#: underflowed stops at once with [0, optimal-blanket's upper end]: the blocks would have to be
+#: split until each bound underflows too (n = 1e6, eps0 = 2, eps = 0.1: F(a) about 1e-380,
+#: optimal-blanket 2.3e-229; it spent 82 s to end at optimal-blanket's value all the same).
 K2_SHORT_WORK = 1_500_000_000
 
 
@@ -357,9 +360,8 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     then report like x1 users) can only help it, and what remains is the single-bin model of
     n - d users with a1 on x0, for every a of the block at once, plus a Chernoff tail
     (:func:`k2_revealed_users`, :func:`_k2_block_bound`). The block with the largest bound is
-    split in two (a block
-    of one a is F(a) itself, evaluated exactly) until that bound is within K2_TOLERANCE of the
-    best value found (or below 1e-300, where floats lose precision) or is a single a, or
+    split in two (a block of one a is F(a) itself, evaluated exactly) until that bound is within
+    K2_TOLERANCE of the best value found (or below 1e-300, where floats lose precision) or is a single a, or
     K2_BUDGET splits or ``work`` are spent; the upper end is the largest bound left (or value
     evaluated), capped by optimal-blanket's upper end (:func:`_k2_ceiling`), which ends the
     search at once where it is within K2_CEILING_TOLERANCE of the best F(a).
@@ -393,10 +395,7 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
         if cache[top].lower * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
             return Bracket(cache[top].lower, max(ceiling, cache[top].lower)), top
     if mech.n > K2_FULL_WORK_MAX_N and not any(b.lower > 0.0 for b in cache.values()):
-        # Every F(a <= K2_NEAR) underflowed: the blocks would have to be split until each bound
-        # underflows too (n = 1e6, eps0 = 2, eps = 0.1: F(a) about 1e-380, optimal-blanket
-        # 2.3e-229; the certificate spent 82 s to end at optimal-blanket's value all the same).
-        return Bracket(0.0, ceiling), 0
+        return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed: K2_SHORT_WORK
     heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]

@@ -60,6 +60,7 @@ QUEUED_BYTES = 1024 * 1024 * 1024
 """Bytes a broker holds for one client beyond those in flight (1 GiB: a round of 10^6 reports
 of 3 hops is 264 MB)."""
 
+
 def client_payload_bytes(n_hops: int) -> int:
     """Largest payload a client account may publish with ``n_hops`` hops: its authenticated
     report (envelope and onion), or a status/progress message, whichever is larger."""
