@@ -46,6 +46,7 @@ from shuffledp.accountant.bounds import (
 )
 from shuffledp.accountant.gsum import Atom, TooLargeError
 from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
+from shuffledp.accountant.k2_fft import k2_fft_value
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
@@ -224,19 +225,23 @@ def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tupl
     return value, err
 
 
+#: k = 2: ``candidates`` adds five a spread over the range up to this n.
+K2_SPREAD_MAX_N = 200_000
+
+
 def candidates(mech: ShuffledKRR) -> list[int]:
     """The a values ``tight`` tries: every a for n <= ALL_A_UP_TO; otherwise a = 0 and n - 1
     (k >= 3: intermediate a only while n <= NEAR_ENDS_UP_TO, near the ends), and for k = 2 the first
     eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and, up to
-    n = K2_FULL_WORK_MAX_N, five spread over the range."""
+    n = K2_SPREAD_MAX_N, five spread over the range."""
     n = mech.n
     if n <= ALL_A_UP_TO:
         return list(range(n))
     if mech.k == 2:
         ends = list(range(min(8, n)))
-        # Above K2_FULL_WORK_MAX_N the spread a cost minutes where F(a) underflows (n = 1e6,
+        # Above K2_SPREAD_MAX_N the spread a cost minutes where F(a) underflows (n = 1e6,
         # eps0 = 2, eps = 0.1: 390 s; the certificate, not these, finds interior maxima).
-        spread = [round(i * (n - 1) / 8) for i in range(5)] if n <= K2_FULL_WORK_MAX_N else []
+        spread = [round(i * (n - 1) / 8) for i in range(5)] if n <= K2_SPREAD_MAX_N else []
         return sorted(set(ends + spread))
     if n <= NEAR_ENDS_UP_TO:
         return sorted({0, 1, 2, n - 3, n - 2, n - 1})
@@ -286,16 +291,16 @@ class FamilyF(Bound):
 
 
 #: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
-#: their (valid, looser) removal bounds.
-K2_BUDGET = 2000
-#: ... and at most this much work (k2_exact.WorkMeter) up to n = K2_FULL_WORK_MAX_N: enough to
-#: finish every grid point at n = 1e5 (eps0 = 0.5 at eps(1e-6) takes about 4e9, 13 s).
+#: their (valid, looser) removal bounds. (n = 1e6, eps0 = 0.5 at eps(1e-6) takes about 4,500.)
+K2_BUDGET = 20_000
+#: ... and at most this much work (k2_exact.WorkMeter, about 6 ns a unit) up to n =
+#: K2_FULL_WORK_MAX_N: enough to finish every grid point at n = 1e6 (eps0 = 0.5 at eps(1e-6)
+#: takes about 3.8e9, 22 s; at n = 1e5 6e8, 3.6 s).
 K2_WORK = 5_000_000_000
-K2_FULL_WORK_MAX_N = 200_000
-#: Above K2_FULL_WORK_MAX_N, where finishing takes minutes (n = 1e6, eps0 = 0.5 at eps(1e-6):
-#: 5,755 F(a), 4 minutes), the certificate stops after this much (about 10 s at n = 1e6) with a
-#: valid, wider bracket, and so does each further certificate of an eps(delta) search whose
-#: first ran out (:func:`_k2_uncertified`). There, too, a certificate whose every F(a <= K2_NEAR)
+K2_FULL_WORK_MAX_N = 1_000_000
+#: Above K2_FULL_WORK_MAX_N the certificate stops after this much (about 9 s) with a valid,
+#: wider bracket, and so does each further certificate of an eps(delta) search whose first ran
+#: out (:func:`_k2_uncertified`). There, too, a certificate whose every F(a <= K2_NEAR)
 #: underflowed stops at once with [0, optimal-blanket's upper end]: the blocks would have to be
 #: split until each bound underflows too (n = 1e6, eps0 = 2, eps = 0.1: F(a) about 1e-380,
 #: optimal-blanket 2.3e-229; it spent 82 s to end at optimal-blanket's value all the same).
@@ -311,8 +316,14 @@ def k2_work(n: int) -> int:
 #: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
 #: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
 #: counted as this much work.
-K2_BLOCK_A = 20_000
+K2_BLOCK_A = 150_000
 K2_SINGLE_BIN_WORK = 10_000_000
+#: Blocks from this a1 on try the FFT evaluation first (accountant/k2_fft.py: 1-3 ms at n = 1e6
+#: where k2_exact's float64 convolution takes 3-150 ms).
+K2_FFT_FROM = 1_000
+#: ... where delta is at least this: the FFT's error is absolute (about 1e-16 of the count's
+#: largest probability), so far below it the bracket is too wide to settle anything.
+K2_FFT_MIN_DELTA = 1e-12
 #: Every a <= K2_NEAR is evaluated exactly before the blocks (about 1 ms each by k2_exact).
 K2_NEAR = 64
 #: Smallest tolerance of the k = 2 eps(delta) crossings (_fine_crossing: 1e-11 relative below
@@ -369,19 +380,14 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
     half = (mech.n - 1) // 2
-    cache: dict[int, Bracket] = {}
     meter = WorkMeter()
-
-    def exact(a: int) -> Bracket:
-        if a not in cache:
-            cache[a] = _k2_value(mech, a, eps, meter)
-        return cache[a]
+    found = _K2Values(mech, eps, meter)
+    exact = found.get
 
     def block(a1: int, a2: int) -> tuple[float, int, int]:
         if a1 == a2:
             return -exact(a1).upper, a1, a2
-        best = max(b.lower for b in cache.values())
-        return -_k2_block_bound(mech, eps, a1, a2, best, meter), a1, a2
+        return -_k2_block_bound(mech, eps, a1, a2, found.best, meter), a1, a2
 
     from shuffledp.accountant.tight import negligible  # (tight imports this module)
 
@@ -391,26 +397,42 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     near = min(half, K2_NEAR)
     for a in range(near + 1):
         exact(a)
-        top = max(cache, key=lambda b: cache[b].lower)
-        if cache[top].lower * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
-            return Bracket(cache[top].lower, max(ceiling, cache[top].lower)), top
-    if mech.n > K2_FULL_WORK_MAX_N and not any(b.lower > 0.0 for b in cache.values()):
-        return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed: K2_SHORT_WORK
+        if found.best * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
+            return Bracket(found.best, max(ceiling, found.best)), found.best_a
+    if mech.n > K2_SPREAD_MAX_N and not found.best > 0.0:
+        return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed
     heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
     for _ in range(K2_BUDGET):
         neg_bound, a1, a2 = heap[0]
-        best = max(b.lower for b in cache.values())
-        done = -neg_bound <= max(best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
+        done = -neg_bound <= max(found.best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
         if a1 == a2 or done or meter.work > work:
             break
         heapq.heappop(heap)
         mid = (a1 + a2) // 2
         heapq.heappush(heap, block(a1, mid))
         heapq.heappush(heap, block(mid + 1, a2))
-    best_a = max(cache, key=lambda a: cache[a].lower)
-    lower = cache[best_a].lower
-    upper = min(max(-heap[0][0], max(b.upper for b in cache.values())), ceiling)
-    return Bracket(lower, max(upper, lower)), best_a
+    lower = found.best
+    upper = min(max(-heap[0][0], found.top_upper), ceiling)
+    return Bracket(lower, max(upper, lower)), found.best_a
+
+
+class _K2Values:
+    """The F(a) one k = 2 certificate has evaluated (each once), the best lower end among them
+    and its a, and the largest upper end."""
+
+    def __init__(self, mech: ShuffledKRR, eps: float, meter: WorkMeter) -> None:
+        self._mech, self._eps, self._meter = mech, eps, meter
+        self._values: dict[int, Bracket] = {}
+        self.best, self.best_a, self.top_upper = 0.0, 0, 0.0
+
+    def get(self, a: int) -> Bracket:
+        if a not in self._values:
+            value = _k2_value(self._mech, a, self._eps, self._meter)
+            self._values[a] = value
+            if value.lower > self.best or not self._values.keys() - {a}:
+                self.best, self.best_a = value.lower, a
+            self.top_upper = max(self.top_upper, value.upper)
+        return self._values[a]
 
 
 def _k2_block_bound(
@@ -423,10 +445,16 @@ def _k2_block_bound(
     decides against ``best`` (1 + K2_TOLERANCE)."""
     revealed, tail = k2_revealed_users(a2 - a1, mech.eps0, best * K2_TOLERANCE * 1e-2)
     reduced = ShuffledKRR(n=mech.n - revealed, k=2, eps0=mech.eps0)
+    if a1 >= K2_FFT_FROM and best >= K2_FFT_MIN_DELTA:  # one FFT (1-3 ms) settles most far blocks
+        quick = k2_fft_value(reduced, a1, eps, meter)
+        target = best * (1.0 + K2_TOLERANCE)
+        if quick is not None and (quick.upper + tail <= target or quick.lower + tail > target):
+            return quick.upper + tail  # cleared, or not even its lower end clears: split
     if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
         meter.work += K2_SINGLE_BIN_WORK
         single = SingleBin(a1).bracket(reduced, eps)
-        if single.upper <= 1.001 * single.lower:  # (deep in a tail it can be loose)
+        # its upper end is up to 5e-5 high at n = 1e6: kept only where that still clears the block
+        if single.upper + tail <= best * (1.0 + K2_TOLERANCE):
             return single.upper + tail
     bound = _k2_value(reduced, a1, eps, meter, fast=True)
     if bound.lower + tail <= best * (1.0 + K2_TOLERANCE) < bound.upper + tail:  # width decides
@@ -518,8 +546,9 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
     meets delta, with few certificates. The best a <= K2_NEAR at the starting eps is the first
     candidate a* for the maximum; the crossing of F(a*) alone is found by cheap evaluations (at
     delta (1 - 1e-10), so that a certificate within K2_TOLERANCE of it stays below delta); one
-    certificate there confirms it, and F(a*)'s lower crossing is eps_lower. If another a takes
-    over there, it becomes the candidate (at most 8 rounds). If the certificate stays above
+    certificate there confirms it, and F(a*)'s lower crossing is eps_lower. If another a <=
+    K2_NEAR leads at the crossing, or the certificate finds one elsewhere, it becomes the
+    candidate (at most 8 rounds). If the certificate stays above
     (its budget ran out), :func:`_k2_uncertified` looks further up with eps_lower 0; (0, inf)
     if none confirms. a* is returned in every case: the caller's lower search evaluates F(a*)
     (no state is kept between calls, so the answer does not depend on earlier ones).
@@ -537,6 +566,12 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
         crossing = _fine_crossing(up, delta * (1.0 - 1e-10), start, upper_side=True)
         if not math.isfinite(crossing) or crossing >= mech.eps0:
             return 0.0, math.inf, a_star
+        # another a near the ends may lead at the crossing (n = 1e6, eps0 = 0.5: a = 19, not the
+        # a best at the guess): switch before paying for a certificate (22 s there)
+        leader = max(near, key=lambda a: _k2_value(mech, a, crossing).lower)
+        if _k2_value(mech, leader, crossing).lower > _k2_value(mech, a_star, crossing).lower:
+            a_star = leader
+            continue
         certified, best = k2_worst_case(mech, crossing)
         if certified.upper <= delta:
 

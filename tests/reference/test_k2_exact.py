@@ -49,6 +49,22 @@ def test_bracket_contains_mpmath_and_is_narrow(n: int, eps0: float, eps: float) 
                 assert mpmath.mpf(got.upper) - mpmath.mpf(got.lower) <= 1e-9 * exact, (a, got)
 
 
+@pytest.mark.parametrize(("n", "eps0", "eps"), CASES)
+def test_fft_bracket_contains_mpmath(n: int, eps0: float, eps: float) -> None:
+    """accountant/k2_fft.py (absolute FFT errors, Chernoff tails): where it answers, its
+    bracket contains the 60-digit value too (it may decline, or be wide in deep tails)."""
+    from shuffledp.accountant.k2_fft import k2_fft_value
+
+    mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+    for a in _a_values(n):
+        got = k2_fft_value(mech, a, eps)
+        if got is None:
+            continue
+        with mpmath.workdps(60):
+            exact = max(mpmath_pairs.single_bin(n, 2, eps0, a, eps))
+            assert mpmath.mpf(got.lower) <= exact <= mpmath.mpf(got.upper), (a, got, exact)
+
+
 # The k = 2 certificate (family.k2_worst_case): max_a F(a) is the exact worst case.
 CERT_CASES = [
     (6, 1.0, 0.3),

@@ -105,3 +105,29 @@ def test_block_bound_is_above_every_f_a_of_its_block(n: int, eps0: float, eps: f
         removed = ShuffledKRR(n=n - (a2 - a1), k=2, eps0=eps0)
         assert bound <= family._k2_value(removed, a1, eps).upper * (1 + 1e-8)  # fast: ~1e-9
     assert partial >= 2
+
+
+def test_fft_block_bounds_are_above_every_f_a_of_their_blocks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Far from the ends (a1 >= K2_FFT_FROM) block bounds come from one FFT evaluation
+    (accountant/k2_fft.py); at n = 20,000 they are still at least F(a) (k2_exact) for every a of
+    each block (every 40th a of the largest), and the FFT path is the one that answered."""
+    from shuffledp.accountant import family, k2_fft
+    from shuffledp.accountant.k2_exact import WorkMeter
+
+    mech = ShuffledKRR(n=20_000, k=2, eps0=0.5)
+    eps = 0.02
+    best = max(family._k2_value(mech, a, eps).lower for a in range(8))
+    calls: list[int] = []
+
+    def counted(m: ShuffledKRR, a: int, e: float, meter: WorkMeter | None = None) -> object:
+        calls.append(a)
+        return k2_fft.k2_fft_value(m, a, e, meter)
+
+    monkeypatch.setattr(family, "k2_fft_value", counted)
+    for a1, a2, step in [(1000, 1030, 1), (2000, 2100, 1), (4000, 9999, 40)]:
+        bound = family._k2_block_bound(mech, eps, a1, a2, best, WorkMeter())
+        top = max(family._k2_value(mech, a, eps).upper for a in range(a1, a2 + 1, step))
+        assert bound >= top, (a1, a2, bound, top)
+    assert calls == [1000, 2000, 4000]
