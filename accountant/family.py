@@ -313,10 +313,10 @@ def k2_work(n: int) -> int:
     return K2_WORK if n <= K2_FULL_WORK_MAX_N else K2_SHORT_WORK
 
 
-#: Blocks starting above this a take the float64 single-bin code (about 50-400 ms at n = 1e6,
-#: 5e-5 wide) rather than k2_exact, whose work grows with a, where its bracket is within 0.1 %;
-#: counted as this much work.
-K2_BLOCK_A = 150_000
+#: Blocks starting above this a that the FFT left open try the float64 single-bin code first
+#: (50-400 ms at n = 1e6, up to 5e-5 wide), cheaper there than k2_exact, whose work grows with
+#: a; counted as K2_SINGLE_BIN_WORK.
+K2_BLOCK_A = 20_000
 K2_SINGLE_BIN_WORK = 10_000_000
 #: Blocks from this a1 on try the FFT evaluation first (accountant/k2_fft.py: 1-3 ms at n = 1e6
 #: where k2_exact's float64 convolution takes 3-150 ms).
@@ -453,8 +453,10 @@ def _k2_block_bound(
     if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
         meter.work += K2_SINGLE_BIN_WORK
         single = SingleBin(a1).bracket(reduced, eps)
-        # its upper end is up to 5e-5 high at n = 1e6: kept only where that still clears the block
-        if single.upper + tail <= best * (1.0 + K2_TOLERANCE):
+        # its upper end is up to 5e-5 high at n = 1e6: kept where it clears the block, or where
+        # not even its lower end does (the block is split either way)
+        target = best * (1.0 + K2_TOLERANCE)
+        if single.upper + tail <= target or single.lower + tail > target:
             return single.upper + tail
     bound = _k2_value(reduced, a1, eps, meter, fast=True)
     if bound.lower + tail <= best * (1.0 + K2_TOLERANCE) < bound.upper + tail:  # width decides
