@@ -371,11 +371,12 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     then report like x1 users) can only help it, and what remains is the single-bin model of
     n - d users with a1 on x0, for every a of the block at once, plus a Chernoff tail
     (:func:`k2_revealed_users`, :func:`_k2_block_bound`). The block with the largest bound is
-    split in two (a block of one a is F(a) itself, evaluated exactly) until that bound is within
-    K2_TOLERANCE of the best value found (or below 1e-300, where floats lose precision) or is a single a, or
-    K2_BUDGET splits or ``work`` are spent; the upper end is the largest bound left (or value
-    evaluated), capped by optimal-blanket's upper end (:func:`_k2_ceiling`), which ends the
-    search at once where it is within K2_CEILING_TOLERANCE of the best F(a).
+    cut or split (:class:`_K2Blocks`; a block of one a is F(a) itself, evaluated exactly) until
+    that bound is within K2_TOLERANCE of the best value found (or below 1e-300, where floats
+    lose precision) or is a single a, or K2_BUDGET steps or ``work`` are spent; the upper end is
+    the largest bound left (or value evaluated), capped by optimal-blanket's upper end
+    (:func:`_k2_ceiling`), which ends the search at once where it is within
+    K2_CEILING_TOLERANCE of the best F(a).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
@@ -384,10 +385,10 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     found = _K2Values(mech, eps, meter)
     exact = found.get
 
-    def block(a1: int, a2: int) -> tuple[float, int, int]:
+    def bound(a1: int, a2: int) -> float:
         if a1 == a2:
-            return -exact(a1).upper, a1, a2
-        return -_k2_block_bound(mech, eps, a1, a2, found.best, meter), a1, a2
+            return exact(a1).upper
+        return _k2_block_bound(mech, eps, a1, a2, found.best, meter)
 
     from shuffledp.accountant.tight import negligible  # (tight imports this module)
 
@@ -401,19 +402,83 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
             return Bracket(found.best, max(ceiling, found.best)), found.best_a
     if mech.n > K2_SPREAD_MAX_N and not found.best > 0.0:
         return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed
-    heap = [block(near + 1, half)] if near < half else [(-exact(near).upper, near, near)]
+    blocks = _K2Blocks(bound, lambda: max(found.best * (1.0 + K2_TOLERANCE), 1e-300), near, half)
+    blocks.sweep = mech.n <= K2_FULL_WORK_MAX_N  # (1e-300: below it floats lose precision)
     for _ in range(K2_BUDGET):
-        neg_bound, a1, a2 = heap[0]
-        done = -neg_bound <= max(found.best * (1.0 + K2_TOLERANCE), 1e-300)  # 1e-300: underflow
-        if a1 == a2 or done or meter.work > work:
+        if blocks.done() or meter.work > work:
             break
-        heapq.heappop(heap)
-        mid = (a1 + a2) // 2
-        heapq.heappush(heap, block(a1, mid))
-        heapq.heappush(heap, block(mid + 1, a2))
+        if blocks.sweep and meter.work > work // 2:  # not finishing: balance what is left
+            blocks.settle()
+        blocks.step()
     lower = found.best
-    upper = min(max(-heap[0][0], found.top_upper), ceiling)
+    upper = min(max(blocks.settled_upper(), found.top_upper), ceiling)
     return Bracket(lower, max(upper, lower)), found.best_a
+
+
+class _K2Blocks:
+    """The k = 2 certificate's blocks [a1, a2] of a values (a1 > ``near``, every a <= near
+    evaluated already), in a heap by bound, the largest first.
+
+    A block split off another inherits its bound (valid for any part of it) and is evaluated
+    only once it is the worst left. An unevaluated block is first cut to a step set by the
+    evaluated block just before it (1.5 times its size where that one cleared, half where it
+    failed), so the search sweeps outwards from the ends at the sizes that work instead of
+    halving every block from the whole range down (at n = 1e6, eps0 = 0.5: 35 % fewer
+    evaluations); an evaluated block that fails is halved. The sweep leaves one large block
+    ahead of it with its inherited (loose) bound, so where the budget will not finish the search
+    it is turned off (``sweep`` False: every block is evaluated as it comes, as in plain
+    bisection, whose unfinished brackets are far narrower: n = 1e7, eps0 = 0.5, eps(1e-6) 1.002
+    wide against 1.06). :meth:`settled_upper` evaluates what is left unevaluated at the end."""
+
+    sweep = True
+
+    def __init__(
+        self, bound: Callable[[int, int], float], target: Callable[[], float], near: int, half: int
+    ) -> None:
+        self._bound, self._target = bound, target
+        self._heap: list[tuple[float, int, int, bool]] = []
+        self._before: dict[int, tuple[int, bool]] = {near: (1, True)}  # a2 -> (size, cleared)
+        self._evaluate(near + 1, half) if near < half else self._evaluate(near, near)
+
+    def _evaluate(self, a1: int, a2: int) -> None:
+        value = self._bound(a1, a2)
+        self._before[a2] = (a2 - a1 + 1, value <= self._target())
+        heapq.heappush(self._heap, (-value, a1, a2, True))
+
+    def done(self) -> bool:
+        neg_bound, a1, a2, evaluated = self._heap[0]
+        return -neg_bound <= self._target() or (a1 == a2 and evaluated)
+
+    def step(self) -> None:
+        neg_bound, a1, a2, evaluated = heapq.heappop(self._heap)
+        if evaluated:  # it failed: halve
+            mid = (a1 + a2) // 2
+            pieces = [(a1, mid), (mid + 1, a2)]
+        elif not self.sweep:
+            self._evaluate(a1, a2)
+            return
+        else:
+            size, cleared = self._before.get(a1 - 1, (a2 - a1 + 1, True))
+            step = math.ceil(1.5 * size) if cleared else max(1, size // 2)
+            if a2 - a1 + 1 <= step:
+                self._evaluate(a1, a2)
+                return
+            pieces = [(a1, a1 + step - 1), (a1 + step, a2)]
+        for p1, p2 in pieces:
+            heapq.heappush(self._heap, (neg_bound, p1, p2, False))
+
+    def settle(self) -> None:
+        """Evaluate every unevaluated block, and sweep no more."""
+        self.sweep = False
+        for _, a1, a2, _ in [b for b in self._heap if not b[3]]:
+            self._evaluate(a1, a2)
+        self._heap = [b for b in self._heap if b[3]]
+        heapq.heapify(self._heap)
+
+    def settled_upper(self) -> float:
+        """The largest bound left, once every unevaluated block is evaluated."""
+        self.settle()
+        return -self._heap[0][0]
 
 
 class _K2Values:

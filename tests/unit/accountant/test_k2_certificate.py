@@ -131,3 +131,33 @@ def test_fft_block_bounds_are_above_every_f_a_of_their_blocks(
         top = max(family._k2_value(mech, a, eps).upper for a in range(a1, a2 + 1, step))
         assert bound >= top, (a1, a2, bound, top)
     assert calls == [1000, 2000, 4000]
+
+
+def test_sweep_and_bisection_certify_the_same_maximum(monkeypatch: pytest.MonkeyPatch) -> None:
+    """_K2Blocks' sweep (cut unevaluated blocks to the step that worked just before) and plain
+    bisection (K2_FULL_WORK_MAX_N below n) both finish at n = 20,000, eps0 = 0.5 near delta =
+    1e-6 with the same best F(a) and an upper end within K2_TOLERANCE of it; the sweep
+    evaluates fewer blocks (a deterministic count, not a timing)."""
+    from shuffledp.accountant import family
+
+    mech = ShuffledKRR(n=20_000, k=2, eps0=0.5)
+    eps = 0.0097
+    evaluated: list[int] = []
+    original = family._k2_block_bound
+
+    def counted(*args: object) -> float:
+        evaluated.append(1)
+        return original(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(family, "_k2_block_bound", counted)
+    runs = []
+    for limit in (family.K2_FULL_WORK_MAX_N, 0):
+        monkeypatch.setattr(family, "K2_FULL_WORK_MAX_N", limit)
+        evaluated.clear()
+        bracket, best_a = family._k2_worst_case(mech, eps)
+        runs.append((bracket, best_a, len(evaluated)))
+    (sweep, a_sweep, n_sweep), (halving, a_halving, n_halving) = runs
+    assert a_sweep == a_halving and sweep.lower == halving.lower > 1e-8
+    for bracket in (sweep, halving):
+        assert bracket.upper <= bracket.lower * (1.0 + 2 * family.K2_TOLERANCE)
+    assert n_sweep < n_halving
