@@ -318,6 +318,12 @@ def k2_work(n: int) -> int:
 #: a; counted as K2_SINGLE_BIN_WORK.
 K2_BLOCK_A = 20_000
 K2_SINGLE_BIN_WORK = 10_000_000
+#: The certificate sweeps outwards (:class:`_K2Blocks`) from this n up to K2_FULL_WORK_MAX_N,
+#: where delta is at least K2_FFT_MIN_DELTA: there F(a) is nearly flat near the ends and the
+#: sweep saves a third of the evaluations; where the maximum is interior or F(a) falls fast
+#: (n = 1e4, eps0 = 8 or deep tails) it costs more than halving (13 s against 0.25 s at
+#: n = 1e4, eps0 = 2, eps = 1).
+K2_SWEEP_FROM_N = 100_000
 #: Blocks from this a1 on try the FFT evaluation first (accountant/k2_fft.py: 1-3 ms at n = 1e6
 #: where k2_exact's float64 convolution takes 3-150 ms).
 K2_FFT_FROM = 1_000
@@ -403,12 +409,16 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     if mech.n > K2_SPREAD_MAX_N and not found.best > 0.0:
         return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed
     blocks = _K2Blocks(bound, lambda: max(found.best * (1.0 + K2_TOLERANCE), 1e-300), near, half)
-    blocks.sweep = mech.n <= K2_FULL_WORK_MAX_N  # (1e-300: below it floats lose precision)
+    # (1e-300: below it floats lose precision)
+    blocks.sweep = (
+        K2_SWEEP_FROM_N <= mech.n <= K2_FULL_WORK_MAX_N and found.best >= K2_FFT_MIN_DELTA
+    )
     for _ in range(K2_BUDGET):
         if blocks.done() or meter.work > work:
             break
         if blocks.sweep and meter.work > work // 2:  # not finishing: balance what is left
             blocks.settle()
+            continue
         blocks.step()
     lower = found.best
     upper = min(max(blocks.settled_upper(), found.top_upper), ceiling)
@@ -428,7 +438,8 @@ class _K2Blocks:
     ahead of it with its inherited (loose) bound, so where the budget will not finish the search
     it is turned off (``sweep`` False: every block is evaluated as it comes, as in plain
     bisection, whose unfinished brackets are far narrower: n = 1e7, eps0 = 0.5, eps(1e-6) 1.002
-    wide against 1.06). :meth:`settled_upper` evaluates what is left unevaluated at the end."""
+    wide against 1.06), and so it is where it costs more (K2_SWEEP_FROM_N).
+    :meth:`settled_upper` evaluates what is left unevaluated at the end."""
 
     sweep = True
 

@@ -151,6 +151,7 @@ def test_sweep_and_bisection_certify_the_same_maximum(monkeypatch: pytest.Monkey
 
     monkeypatch.setattr(family, "_k2_block_bound", counted)
     runs = []
+    monkeypatch.setattr(family, "K2_SWEEP_FROM_N", 1)  # (the sweep starts at n = 1e5 otherwise)
     for limit in (family.K2_FULL_WORK_MAX_N, 0):
         monkeypatch.setattr(family, "K2_FULL_WORK_MAX_N", limit)
         evaluated.clear()
