@@ -194,6 +194,30 @@ def _anchors(
         )
 
 
+def x_mode(a: int, eps0: float) -> tuple[int, tuple[Any, Any]]:
+    """X = Bin(a, pt)'s mode floor((a + 1) pt), the anchor of its walk, and (log pt, log pb) in
+    40-digit mpmath."""
+    import mpmath
+
+    with mpmath.workdps(40):
+        e0 = mpmath.mpf(eps0)
+        log_pt, log_pb = -mpmath.log1p(mpmath.exp(-e0)), -e0 - mpmath.log1p(mpmath.exp(-e0))
+        return min(max(math.floor((a + 1) * float(mpmath.exp(log_pt))), 0), a), (log_pt, log_pb)
+
+
+def y_anchor(
+    a: int, big_n: int, eps0: float, walked: tuple[int, int], window: tuple[int, int]
+) -> tuple[int, set[int]]:
+    """Y = Bin(N, pb)'s walk anchor on ``walked`` = [m_lo, m_hi] (its mode (N + 1) pb rounded
+    down, clipped there: Y / Y(anchor) <= 1), and the m (the float mode +- 1, clipped to the m
+    that B on ``window`` = [lo, hi] meets) at which a dropped X value meets Y's largest value."""
+    m_lo, m_hi = walked
+    lo, hi = window
+    mode = math.floor((big_n + 1) / (1.0 + math.exp(eps0)))
+    mc = min(max(mode, lo - a, 0), hi, big_n)
+    return min(max(mode, m_lo), m_hi), {max(mc - 1, lo - a, 0), mc, min(mc + 1, hi, big_n)}
+
+
 def _b_window(
     n: int, a: int, lo: int, hi: int, c: _Coefs, depth: float, fast: bool
 ) -> _Window | None:
@@ -205,25 +229,18 @@ def _b_window(
     if a used value falls near long double's underflow. fast: the convolution in float64
     (BLAS-speed; its rounding, and that of converting each value to float64, enter the error
     model at u = 2^-53) where no value is near float64's underflow."""
-    import mpmath
 
     big_n = n - 1 - a
     cl, ch = max(lo - 1, 0), min(hi, n - 1)
-    with mpmath.workdps(40):
-        e0 = mpmath.mpf(c.eps0)
-        log_pt, log_pb = -mpmath.log1p(mpmath.exp(-e0)), -e0 - mpmath.log1p(mpmath.exp(-e0))
-        j0 = min(max(math.floor((a + 1) * float(mpmath.exp(log_pt))), 0), a)
+    j0, logs = x_mode(a, c.eps0)
     kept = _x_kept(a, j0, c, depth)
     if kept is None:
         return None
     m_lo, m_hi = max(cl - kept.jh, 0), min(ch - kept.jl, big_n)
     if m_lo > m_hi:
         return None
-    mode = math.floor((big_n + 1) / (1.0 + math.exp(c.eps0)))  # Y's mode, (N + 1) pb rounded down
-    m0 = min(max(mode, m_lo), m_hi)
-    mc = min(max(mode, cl - a, 0), ch, big_n)
-    peaks = {max(mc - 1, cl - a, 0), mc, min(mc + 1, ch, big_n)}  # the float mode +- 1
-    scale_digits, y_max, y_total = _anchors(a, j0, big_n, m0, peaks, (log_pt, log_pb))
+    m0, peaks = y_anchor(a, big_n, c.eps0, (m_lo, m_hi), (cl, ch))
+    scale_digits, y_max, y_total = _anchors(a, j0, big_n, m0, peaks, logs)
     y = _walk(big_n, m_lo, m_hi, m0, c.down)
     smallest = min(kept.x.min(), y.min())
     if smallest < _LD_FLOOR:

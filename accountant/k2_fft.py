@@ -181,10 +181,7 @@ def _laws(n: int, a: int, c: _Coefs, window: tuple[int, int]) -> _Laws | None:
 
     lo, hi = window
     big_n = n - 1 - a
-    with mpmath.workdps(40):
-        e0 = mpmath.mpf(c.eps0)
-        log_pt, log_pb = -mpmath.log1p(mpmath.exp(-e0)), -e0 - mpmath.log1p(mpmath.exp(-e0))
-        j0 = min(max(math.floor((a + 1) * float(mpmath.exp(log_pt))), 0), a)
+    j0, logs = k2_exact.x_mode(a, c.eps0)
     near = _x_near(a, j0, c, X_DEPTH)
     if near is None:
         return None
@@ -193,11 +190,8 @@ def _laws(n: int, a: int, c: _Coefs, window: tuple[int, int]) -> _Laws | None:
     m_lo, m_hi = max(lo - jh, 0), min(hi - jl, big_n)
     if m_lo > m_hi:
         return None
-    mode = math.floor((big_n + 1) / (1.0 + math.exp(c.eps0)))
-    m0 = min(max(mode, m_lo), m_hi)
-    mc = min(max(mode, lo - a, 0), hi, big_n)
-    peaks = {max(mc - 1, lo - a, 0), mc, min(mc + 1, hi, big_n)}
-    scale_digits, y_max, _ = k2_exact._anchors(a, j0, big_n, m0, peaks, (log_pt, log_pb))
+    m0, peaks = k2_exact.y_anchor(a, big_n, c.eps0, (m_lo, m_hi), (lo, hi))
+    scale_digits, y_max, _ = k2_exact._anchors(a, j0, big_n, m0, peaks, logs)
     y = _walk(big_n, m_lo, m_hi, m0, c.down)
     if min(float(x.min()), float(y.min())) < 1e-250:
         return None
