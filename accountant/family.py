@@ -290,12 +290,13 @@ class FamilyF(Bound):
         )
 
 
-#: Most block splits one certificate of the k = 2 maximum may take; past it the blocks left keep
-#: their (valid, looser) removal bounds. (n = 1e6, eps0 = 0.5 at eps(1e-6) takes about 4,500.)
+#: Most steps (a block cut, halved or evaluated) one certificate of the k = 2 maximum may take;
+#: past it the blocks left keep their (valid, looser) removal bounds. (n = 1e6, eps0 = 0.5 at
+#: eps(1e-6), the slowest grid point, takes 11,400.)
 K2_BUDGET = 20_000
-#: ... and at most this much work (k2_exact.WorkMeter, about 6 ns a unit) up to n =
+#: ... and at most this much work (k2_exact.WorkMeter, about 5 ns a unit) up to n =
 #: K2_FULL_WORK_MAX_N: enough to finish every grid point at n = 1e6 (eps0 = 0.5 at eps(1e-6)
-#: takes about 3.8e9, 22 s; at n = 1e5 6e8, 3.6 s).
+#: takes 3.4e9, 16.5 s; at n = 1e5 4.2e8, 2.4 s).
 K2_WORK = 5_000_000_000
 K2_FULL_WORK_MAX_N = 1_000_000
 #: Above K2_FULL_WORK_MAX_N the certificate stops after this much (about 9 s) with a valid,
