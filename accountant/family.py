@@ -506,7 +506,7 @@ class _K2Values:
         if a not in self._values:
             value = _k2_value(self._mech, a, self._eps, self._meter)
             self._values[a] = value
-            if value.lower > self.best or not self._values.keys() - {a}:
+            if value.lower > self.best or len(self._values) == 1:
                 self.best, self.best_a = value.lower, a
             self.top_upper = max(self.top_upper, value.upper)
         return self._values[a]
@@ -522,21 +522,22 @@ def _k2_block_bound(
     decides against ``best`` (1 + K2_TOLERANCE)."""
     revealed, tail = k2_revealed_users(a2 - a1, mech.eps0, best * K2_TOLERANCE * 1e-2)
     reduced = ShuffledKRR(n=mech.n - revealed, k=2, eps0=mech.eps0)
+    target = best * (1.0 + K2_TOLERANCE)
+
+    def settles(value: Bracket) -> bool:  # cleared, or not even its lower end clears: split
+        return value.upper + tail <= target or value.lower + tail > target
+
     if a1 >= K2_FFT_FROM and best >= K2_FFT_MIN_DELTA:  # one FFT (1-3 ms) settles most far blocks
         quick = k2_fft_value(reduced, a1, eps, meter)
-        target = best * (1.0 + K2_TOLERANCE)
-        if quick is not None and (quick.upper + tail <= target or quick.lower + tail > target):
-            return quick.upper + tail  # cleared, or not even its lower end clears: split
+        if quick is not None and settles(quick):
+            return quick.upper + tail
     if a1 > K2_BLOCK_A:  # far from the ends: the float64 single-bin code is cheaper there
         meter.work += K2_SINGLE_BIN_WORK
-        single = SingleBin(a1).bracket(reduced, eps)
-        # its upper end is up to 5e-5 high at n = 1e6: kept where it clears the block, or where
-        # not even its lower end does (the block is split either way)
-        target = best * (1.0 + K2_TOLERANCE)
-        if single.upper + tail <= target or single.lower + tail > target:
+        single = SingleBin(a1).bracket(reduced, eps)  # (up to 5e-5 high at n = 1e6)
+        if settles(single):
             return single.upper + tail
     bound = _k2_value(reduced, a1, eps, meter, fast=True)
-    if bound.lower + tail <= best * (1.0 + K2_TOLERANCE) < bound.upper + tail:  # width decides
+    if not settles(bound):  # its width decides
         bound = _k2_value(reduced, a1, eps, meter)
     return bound.upper + tail
 
@@ -647,8 +648,9 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             return 0.0, math.inf, a_star
         # another a near the ends may lead at the crossing (n = 1e6, eps0 = 0.5: a = 19, not the
         # a best at the guess): switch before paying for a certificate (22 s there)
-        leader = max(near, key=lambda a: _k2_value(mech, a, crossing).lower)
-        if _k2_value(mech, leader, crossing).lower > _k2_value(mech, a_star, crossing).lower:
+        lowers = {a: _k2_value(mech, a, crossing).lower for a in {*near, a_star}}
+        leader = max(near, key=lowers.__getitem__)
+        if lowers[leader] > lowers[a_star]:
             a_star = leader
             continue
         certified, best = k2_worst_case(mech, crossing)

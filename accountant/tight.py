@@ -159,13 +159,15 @@ class Tight(Bound):
         k2 = k2_worst_case(mech, eps) if mech.k == 2 and eps < mech.eps0 else None
         # k = 3, n <= K3_MAX_N: the enumeration behind the upper end (cached) names its witness.
         k3 = k3_worst_case(mech, eps)[1] if exhaustive_k3(mech) and eps < mech.eps0 else None
-        members: list[Bound] = []
-        if k2 is not None and narrow(k2[0]) and not negligible(mech, best_upper):
+        members: list[Bound]
+        if negligible(mech, best_upper):
+            members = []
+        elif k2 is not None and narrow(k2[0]):
             # Every F(a) is at most the certificate's upper end, so no other member can raise the
             # lower end by more than its width (at most DOMINATED_WIDTH; about 1e-14 where it
             # finishes): F(k2_a) alone (at n = 1e5, eps0 = 4, eps = 1 the spread a cost 19 s).
             members = [FamilyMember(k2[1])]
-        elif not negligible(mech, best_upper):
+        else:
             members = self.lower_bounds(mech, None if k2 is None else k2[1], k3)
         family: dict[int, Bracket] = {}
         for member in members:
