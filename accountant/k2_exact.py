@@ -161,18 +161,30 @@ def _x_kept(a: int, j0: int, c: _Coefs, depth: float) -> _Kept | None:
     keep = np.nonzero(x >= np.exp(np.longdouble(-depth)))[0]
     jl, jh = int(keep[0]), int(keep[-1])
     err = _gamma(4 * max(j0, a - j0))
+    dropped = x_cut_mass(a, (jl, jh), (x[jl], x[jh]), c, err)
+    return None if dropped is None else _Kept(x[jl : jh + 1], jl, jh, err, dropped)
+
+
+def x_cut_mass(
+    a: int, kept: tuple[int, int], edges: tuple[Any, Any], c: _Coefs, err: float
+) -> np.longdouble | None:
+    """The mass of X / X(j0) outside ``kept`` = [jl, jh], from its computed values at jl and jh
+    (``edges``, off by at most ``err`` relative): X is log-concave, so beyond each cut edge it is
+    at most a geometric series with the exact ratio X(j -+ 1) / X(j) at the edge (padded for
+    the values' error). None if an edge is not yet in a tail (that ratio is not below 1)."""
+    jl, jh = kept
     pad = np.longdouble(1.0 + 2.0 * err + 1e-12)
     dropped = np.longdouble(0.0)
-    for edge, ratio, cut in (
-        (jl, np.longdouble(jl) / np.longdouble(a - jl + 1) * c.down * pad, jl > 0),
-        (jh, np.longdouble(a - jh) / np.longdouble(jh + 1) * c.up * pad, jh < a),
+    for value, ratio, cut in (
+        (edges[0], np.longdouble(jl) / np.longdouble(a - jl + 1) * c.down * pad, jl > 0),
+        (edges[1], np.longdouble(a - jh) / np.longdouble(jh + 1) * c.up * pad, jh < a),
     ):
         if not cut:
             continue
         if not ratio < 1:
             return None
-        dropped += x[edge] * pad * ratio / (1 - ratio)
-    return _Kept(x[jl : jh + 1], jl, jh, err, dropped)
+        dropped += value * pad * ratio / (1 - ratio)
+    return dropped
 
 
 def _anchors(

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -147,59 +148,59 @@ class _Laws:
     log_scale: float
 
 
-def _x_near(
-    a: int, j0: int, c: _Coefs, depth: float
-) -> tuple[FloatArray, int, float, float] | None:
-    """X / X(j0) walked only near its mode (values below e^-depth cut), its walk error, and
-    the dropped mass (a geometric series from each cut edge: X is log-concave, so the ratio
-    X(j -+ 1) / X(j) only falls going outwards), on X(j0)'s scale; None if a cut edge is not
-    yet in a tail (the ratio there is not below 1)."""
+@dataclass(frozen=True, slots=True)
+class _XNear:
+    """X / X(j0) (float64) on [jl, jl + len - 1] near its mode j0, the walk's relative error,
+    the dropped mass on X(j0)'s scale, and (log pt, log pb) in 40 digits. It does not depend
+    on the window of s, so one serves every widening."""
+
+    x: FloatArray
+    j0: int
+    jl: int
+    err: float
+    dropped: float
+    logs: tuple[Any, Any]
+
+
+def _x_near(a: int, c: _Coefs, depth: float) -> _XNear | None:
+    """X walked only within about sqrt(2 depth variance) of its mode (values below e^-depth
+    cut; k2_exact.x_cut_mass bounds the rest); None if a cut edge is not yet in a tail."""
+    j0, logs = k2_exact.x_mode(a, c.eps0)
     var = a / (2.0 + 2.0 * math.cosh(c.eps0))
     reach = math.ceil(1.3 * math.sqrt(2.0 * depth * var)) + 16
     lo, hi = max(j0 - reach, 0), min(j0 + reach, a)
     x = _walk(a, lo, hi, j0, c.up)
     err = _gamma(4 * max(j0 - lo, hi - j0))
-    pad = np.longdouble(1.0 + 2.0 * err + 1e-12)
-    dropped = np.longdouble(0.0)
-    edges = [
-        (lo, np.longdouble(lo) / np.longdouble(a - lo + 1) * c.down, lo > 0),
-        (hi, np.longdouble(a - hi) / np.longdouble(hi + 1) * c.up, hi < a),
-    ]
-    for edge, ratio, cut in edges:
-        if cut:
-            ratio = ratio * pad
-            if not ratio < 1:
-                return None
-            dropped += x[edge - lo] * pad * ratio / (1 - ratio)
-    return x.astype(np.float64), lo, err + 2.0 * _U64, float(dropped)
+    dropped = k2_exact.x_cut_mass(a, (lo, hi), (x[0], x[-1]), c, err)
+    if dropped is None:
+        return None
+    return _XNear(x.astype(np.float64), j0, lo, err + 2.0 * _U64, float(dropped), logs)
 
 
-def _laws(n: int, a: int, c: _Coefs, window: tuple[int, int]) -> _Laws | None:
-    """X and Y for B on [lo, hi] (module docstring), Y anchored at its largest value there;
-    None where a value nears float64's underflow (the caller falls back to k2_exact)."""
+def _laws(n: int, a: int, c: _Coefs, near: _XNear, window: tuple[int, int]) -> _Laws | None:
+    """X (``near``) and Y for B on [lo, hi] (module docstring), Y anchored at its largest value
+    there; None where a value nears float64's underflow (the caller falls back to k2_exact)."""
     import mpmath
 
     lo, hi = window
     big_n = n - 1 - a
-    j0, logs = k2_exact.x_mode(a, c.eps0)
-    near = _x_near(a, j0, c, X_DEPTH)
-    if near is None:
-        return None
-    x, jl, x_err, x_dropped = near
+    x, jl = near.x, near.jl
     jh = jl + x.size - 1
     m_lo, m_hi = max(lo - jh, 0), min(hi - jl, big_n)
     if m_lo > m_hi:
         return None
     m0, peaks = k2_exact.y_anchor(a, big_n, c.eps0, (m_lo, m_hi), (lo, hi))
-    scale_digits, y_max, _ = k2_exact._anchors(a, j0, big_n, m0, peaks, logs)
+    scale_digits, y_max, _ = k2_exact._anchors(a, near.j0, big_n, m0, peaks, near.logs)
     y = _walk(big_n, m_lo, m_hi, m0, c.down)
     if min(float(x.min()), float(y.min())) < 1e-250:
         return None
     y_err = _gamma(4 * max(m0 - m_lo, m_hi - m0)) + 2.0 * _U64
     with mpmath.workdps(30):
         log_scale = float(mpmath.log(mpmath.mpf(scale_digits)))
-    dropped = x_dropped * float(y_max) * (1.0 + 1e-12)
-    return _Laws(x, jl, y.astype(np.float64), m_lo, x_err + y_err, dropped, scale_digits, log_scale)
+    dropped = near.dropped * float(y_max) * (1.0 + 1e-12)
+    return _Laws(
+        x, jl, y.astype(np.float64), m_lo, near.err + y_err, dropped, scale_digits, log_scale
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,10 +283,13 @@ def k2_fft_value(
     c = _Coefs.of(mech.eps0, eps)
     s0, s1, length = _guesses(n, a, c, mech.eps0)
     margin = 16 + length // 20
+    near = _x_near(a, c, X_DEPTH)
+    if near is None:
+        return None
     for _ in range(6):
         lo = max(min(s0 - margin, s1 - length), 0)
         hi = min(max(s0 + length, s1 + margin), n - 1)
-        laws = _laws(n, a, c, (lo, hi))
+        laws = _laws(n, a, c, near, (lo, hi))
         if laws is None:
             return None
         z, fft_err = fft_convolve(laws.x, laws.y)
