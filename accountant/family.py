@@ -45,8 +45,16 @@ from shuffledp.accountant.bounds import (
     WangKRR,
 )
 from shuffledp.accountant.gsum import Atom, TooLargeError
+from shuffledp.accountant.k2_contour import (
+    Coefs,
+    directions_many,
+    k2_contour_value,
+    k2_direction_value,
+    shared_circle,
+)
 from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
 from shuffledp.accountant.k2_fft import k2_fft_value
+from shuffledp.accountant.k2_waves import Certifier, certify_in_waves, k2_revealed_users
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
@@ -361,10 +369,33 @@ def _k2_value(
     """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide; fast: float64 convolution,
     about 1e-9) where it applies, else the float64 single-bin code (wider at large n: 5e-5
     relative at n = 1e6)."""
+    value = k2_contour_value(mech, a, eps, meter)
+    if value is not None:
+        return value
     value = k2_family_value(mech, a, eps, meter, fast=fast)
     if value is None and fast:  # near float64's underflow: the long double convolution
         value = k2_family_value(mech, a, eps, meter)
     return value if value is not None else SingleBin(a).bracket(mech, eps)
+
+
+def k2_values_many(
+    mech: ShuffledKRR, a_values: list[int], eps: float, meter: WorkMeter | None = None
+) -> list[Bracket]:
+    """F(a) for many a at once: both directions on the shared contour circle in one batched
+    pass (accountant/k2_contour.py), each a it leaves open by :func:`_k2_value`."""
+    circle = shared_circle(mech.n, mech.eps0, eps) if mech.k == 2 else None
+    if circle is None or not a_values:
+        return [_k2_value(mech, a, eps, meter) for a in a_values]
+    n = mech.n
+    rows = [(n, a) for a in a_values] + [(n, n - 1 - a) for a in a_values]
+    both = directions_many(rows, Coefs.of(mech.eps0, eps), circle, meter)
+    out = []
+    for a, one, other in zip(a_values, both[: len(a_values)], both[len(a_values) :], strict=True):
+        if one is None or other is None:
+            out.append(_k2_value(mech, a, eps, meter))
+        else:
+            out.append(Bracket(max(one.lower, other.lower), max(one.upper, other.upper)))
+    return out
 
 
 def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[Bracket, int]:
@@ -377,25 +408,19 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     middle users (those of the a - a1 on x0 who report x0 for sure in a mixture; the others
     then report like x1 users) can only help it, and what remains is the single-bin model of
     n - d users with a1 on x0, for every a of the block at once, plus a Chernoff tail
-    (:func:`k2_revealed_users`, :func:`_k2_block_bound`). The block with the largest bound is
-    cut or split (:class:`_K2Blocks`; a block of one a is F(a) itself, evaluated exactly) until
-    that bound is within K2_TOLERANCE of the best value found (or below 1e-300, where floats
-    lose precision) or is a single a, or K2_BUDGET steps or ``work`` are spent; the upper end is
-    the largest bound left (or value evaluated), capped by optimal-blanket's upper end
-    (:func:`_k2_ceiling`), which ends the search at once where it is within
-    K2_CEILING_TOLERANCE of the best F(a).
+    (:func:`k2_revealed_users`); each direction of F is bounded so separately. Blocks are
+    swept in waves of batched contour evaluations (accountant/k2_waves.py) or, where the
+    contour declines, one by one (:func:`_k2_one_by_one`), until every block's bound is within
+    K2_TOLERANCE of the best value found (or below 1e-300, where floats lose precision) or is
+    a single a, or ``work`` is spent; the upper end is the largest bound (or value evaluated),
+    capped by optimal-blanket's upper end (:func:`_k2_ceiling`), which ends the search at once
+    where it is within K2_CEILING_TOLERANCE of the best F(a).
     """
     if mech.k != 2:
         raise OutsideConditionsError(f"the k = 2 certificate needs k = 2, got k={mech.k}")
     half = (mech.n - 1) // 2
     meter = WorkMeter()
     found = _K2Values(mech, eps, meter)
-    exact = found.get
-
-    def bound(a1: int, a2: int) -> float:
-        if a1 == a2:
-            return exact(a1).upper
-        return _k2_block_bound(mech, eps, a1, a2, found.best, meter)
 
     from shuffledp.accountant.tight import negligible  # (tight imports this module)
 
@@ -403,12 +428,39 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     if negligible(mech, ceiling):  # the minimum could only move within the subnormal range
         return Bracket(0.0, ceiling), 0
     near = min(half, K2_NEAR)
+    found.prefill(range(near + 1))
     for a in range(near + 1):
-        exact(a)
+        found.get(a)
         if found.best * (1.0 + K2_CEILING_TOLERANCE) >= ceiling:
             return Bracket(found.best, max(ceiling, found.best)), found.best_a
     if mech.n > K2_SPREAD_MAX_N and not found.best > 0.0:
         return Bracket(0.0, ceiling), 0  # every F(a <= K2_NEAR) underflowed
+    waves = _k2_waves(mech, eps, found, meter)
+    if waves is None or near >= half:
+        upper = _k2_one_by_one(mech, eps, found, (near, half), work)
+        return Bracket(found.best, max(min(upper, ceiling), found.best)), found.best_a
+    cover = certify_in_waves(waves, near, half, meter, work)
+    upper = min(max(cover, found.top_upper), ceiling)
+    # the lower end by the evaluator the lower members use (family_delta), so that tight's
+    # lower end is this one whichever path found the a
+    lower = _k2_value(mech, found.best_a, eps, meter).lower
+    return Bracket(lower, max(upper, lower)), found.best_a
+
+
+def _k2_one_by_one(
+    mech: ShuffledKRR, eps: float, found: _K2Values, span: tuple[int, int], work: int
+) -> float:
+    """The certificate's upper end over (near, half] with every block bounded by its own call
+    (:class:`_K2Blocks`, :func:`_k2_block_bound`; the block with the largest bound is cut or
+    split first), where the contour declines; at most K2_BUDGET steps."""
+    near, half = span
+    meter = found.meter
+
+    def bound(a1: int, a2: int, forward: bool) -> float:
+        if a1 == a2:
+            return found.direction(a1, forward).upper
+        return _k2_block_bound(mech, eps, (a1, a2), found.best, meter, forward)
+
     blocks = _K2Blocks(bound, lambda: max(found.best * (1.0 + K2_TOLERANCE), 1e-300), near, half)
     # (1e-300: below it floats lose precision)
     blocks.sweep = (
@@ -421,14 +473,40 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
             blocks.settle()
             continue
         blocks.step()
-    lower = found.best
-    upper = min(max(blocks.settled_upper(), found.top_upper), ceiling)
-    return Bracket(lower, max(upper, lower)), found.best_a
+    return max(blocks.settled_upper(), found.top_upper)
+
+
+def _k2_waves(
+    mech: ShuffledKRR, eps: float, found: _K2Values, meter: WorkMeter
+) -> Certifier | None:
+    """The batched certificate's hooks (accountant/k2_waves.py), None where the contour does
+    not apply (then the blocks are bounded one by one, :class:`_K2Blocks`)."""
+    circle = shared_circle(mech.n, mech.eps0, eps)
+    if circle is None:
+        return None
+
+    def fallback(block: tuple[int, int], forward: bool) -> float:
+        if block[0] == block[1]:
+            return found.get(block[0]).upper
+        return _k2_block_bound(mech, eps, block, found.best, meter, forward)
+
+    return Certifier(
+        n=mech.n,
+        eps0=mech.eps0,
+        co=Coefs.of(mech.eps0, eps),
+        circle=circle,
+        target=lambda: max(found.best * (1.0 + K2_TOLERANCE), 1e-300),
+        tail_target=lambda: found.best * K2_TOLERANCE * 1e-2,
+        offer=found.record,
+        fallback=fallback,
+    )
 
 
 class _K2Blocks:
     """The k = 2 certificate's blocks [a1, a2] of a values (a1 > ``near``, every a <= near
-    evaluated already), in a heap by bound, the largest first.
+    evaluated already), one set per direction of F(a) (``forward``: H(P0||P1); the two are
+    bounded separately, so the weaker one clears in a few large blocks), in one heap by bound,
+    the largest first.
 
     A block split off another inherits its bound (valid for any part of it) and is evaluated
     only once it is the worst left. An unevaluated block is first cut to a step set by the
@@ -445,45 +523,57 @@ class _K2Blocks:
     sweep = True
 
     def __init__(
-        self, bound: Callable[[int, int], float], target: Callable[[], float], near: int, half: int
+        self,
+        bound: Callable[[int, int, bool], float],
+        target: Callable[[], float],
+        near: int,
+        half: int,
     ) -> None:
         self._bound, self._target = bound, target
-        self._heap: list[tuple[float, int, int, bool]] = []
-        self._before: dict[int, tuple[int, bool]] = {near: (1, True)}  # a2 -> (size, cleared)
-        self._evaluate(near + 1, half) if near < half else self._evaluate(near, near)
+        self._heap: list[tuple[float, int, int, bool, bool]] = []
+        # (forward, a2) -> (size, cleared)
+        self._before: dict[tuple[bool, int], tuple[int, bool]] = {
+            (True, near): (1, True),
+            (False, near): (1, True),
+        }
+        for forward in (True, False):
+            if near < half:
+                self._evaluate(near + 1, half, forward)
+            else:
+                self._evaluate(near, near, forward)
 
-    def _evaluate(self, a1: int, a2: int) -> None:
-        value = self._bound(a1, a2)
-        self._before[a2] = (a2 - a1 + 1, value <= self._target())
-        heapq.heappush(self._heap, (-value, a1, a2, True))
+    def _evaluate(self, a1: int, a2: int, forward: bool) -> None:
+        value = self._bound(a1, a2, forward)
+        self._before[forward, a2] = (a2 - a1 + 1, value <= self._target())
+        heapq.heappush(self._heap, (-value, a1, a2, True, forward))
 
     def done(self) -> bool:
-        neg_bound, a1, a2, evaluated = self._heap[0]
+        neg_bound, a1, a2, evaluated, _ = self._heap[0]
         return -neg_bound <= self._target() or (a1 == a2 and evaluated)
 
     def step(self) -> None:
-        neg_bound, a1, a2, evaluated = heapq.heappop(self._heap)
+        neg_bound, a1, a2, evaluated, forward = heapq.heappop(self._heap)
         if evaluated:  # it failed: halve
             mid = (a1 + a2) // 2
             pieces = [(a1, mid), (mid + 1, a2)]
         elif not self.sweep:
-            self._evaluate(a1, a2)
+            self._evaluate(a1, a2, forward)
             return
         else:
-            size, cleared = self._before.get(a1 - 1, (a2 - a1 + 1, True))
+            size, cleared = self._before.get((forward, a1 - 1), (a2 - a1 + 1, True))
             step = math.ceil(1.5 * size) if cleared else max(1, size // 2)
             if a2 - a1 + 1 <= step:
-                self._evaluate(a1, a2)
+                self._evaluate(a1, a2, forward)
                 return
             pieces = [(a1, a1 + step - 1), (a1 + step, a2)]
         for p1, p2 in pieces:
-            heapq.heappush(self._heap, (neg_bound, p1, p2, False))
+            heapq.heappush(self._heap, (neg_bound, p1, p2, False, forward))
 
     def settle(self) -> None:
         """Evaluate every unevaluated block, and sweep no more."""
         self.sweep = False
-        for _, a1, a2, _ in [b for b in self._heap if not b[3]]:
-            self._evaluate(a1, a2)
+        for _, a1, a2, _, forward in [b for b in self._heap if not b[3]]:
+            self._evaluate(a1, a2, forward)
         self._heap = [b for b in self._heap if b[3]]
         heapq.heapify(self._heap)
 
@@ -499,27 +589,64 @@ class _K2Values:
 
     def __init__(self, mech: ShuffledKRR, eps: float, meter: WorkMeter) -> None:
         self._mech, self._eps, self._meter = mech, eps, meter
+        self.meter = meter
         self._values: dict[int, Bracket] = {}
-        self.best, self.best_a, self.top_upper = 0.0, 0, 0.0
+        self._directions: dict[tuple[int, bool], Bracket] = {}
+        self.best, self.best_a, self.top_upper, self._first = 0.0, 0, 0.0, True
 
     def get(self, a: int) -> Bracket:
+        """F(a), both directions."""
         if a not in self._values:
-            value = _k2_value(self._mech, a, self._eps, self._meter)
-            self._values[a] = value
-            if value.lower > self.best or len(self._values) == 1:
-                self.best, self.best_a = value.lower, a
-            self.top_upper = max(self.top_upper, value.upper)
+            self._values[a] = self._offer(a, _k2_value(self._mech, a, self._eps, self._meter))
         return self._values[a]
+
+    def direction(self, a: int, forward: bool) -> Bracket:
+        """One direction of F(a) (its upper end bounds that direction; its lower end, F(a)):
+        by the contour, or F(a) itself where that declines."""
+        if a in self._values:
+            return self._values[a]
+        if (a, forward) not in self._directions:
+            value = k2_direction_value(self._mech, a, self._eps, forward, self._meter)
+            if value is None:
+                value = self.get(a)
+            self._directions[a, forward] = self._offer(a, value)
+        return self._directions[a, forward]
+
+    def prefill(self, a_values: range) -> None:
+        """F(a) for these a in one batched pass (:func:`k2_values_many`)."""
+        todo = [a for a in a_values if a not in self._values]
+        for a, value in zip(
+            todo, k2_values_many(self._mech, todo, self._eps, self._meter), strict=True
+        ):
+            self._values[a] = self._offer(a, value)
+
+    def record(self, a: int, forward: bool, value: Bracket) -> None:
+        """One direction of F(a), computed elsewhere (the batched certificate)."""
+        self._directions[a, forward] = self._offer(a, value)
+
+    def _offer(self, a: int, value: Bracket) -> Bracket:
+        if value.lower > self.best or self._first:
+            self.best, self.best_a, self._first = value.lower, a, False
+        self.top_upper = max(self.top_upper, value.upper)
+        return value
 
 
 def _k2_block_bound(
-    mech: ShuffledKRR, eps: float, a1: int, a2: int, best: float, meter: WorkMeter
+    mech: ShuffledKRR,
+    eps: float,
+    block: tuple[int, int],
+    best: float,
+    meter: WorkMeter,
+    forward: bool,
 ) -> float:
-    """An upper bound on F(a) for every a in [a1, a2] (the mixture argument of
-    :func:`k2_revealed_users`): F(a) <= F(a1) of the n - d users left once d of the a2 - a1
-    middle users are revealed, plus the chance that more than d must be. The single-bin
-    value is computed with the float64 convolution, and again in long double where its width
-    decides against ``best`` (1 + K2_TOLERANCE)."""
+    """An upper bound on one direction of F(a) (``forward``: H(P0||P1)) for every a in the
+    block [a1, a2] (the mixture argument of :func:`k2_revealed_users`, which holds for each
+    direction): it is at most that direction of F(a1) of the n - d users left once d of the
+    a2 - a1 middle users are revealed, plus the chance that more than d must be. By the
+    contour (one direction, :mod:`k2_contour`) or, where that declines or its width decides
+    against ``best`` (1 + K2_TOLERANCE), F(a1) itself (both directions): the FFT, the float64
+    single-bin code far out, then the float64 convolution and again in long double."""
+    a1, a2 = block
     revealed, tail = k2_revealed_users(a2 - a1, mech.eps0, best * K2_TOLERANCE * 1e-2)
     reduced = ShuffledKRR(n=mech.n - revealed, k=2, eps0=mech.eps0)
     target = best * (1.0 + K2_TOLERANCE)
@@ -527,6 +654,10 @@ def _k2_block_bound(
     def settles(value: Bracket) -> bool:  # cleared, or not even its lower end clears: split
         return value.upper + tail <= target or value.lower + tail > target
 
+    circle = shared_circle(mech.n, mech.eps0, eps)  # (one circle serves every reduced n)
+    quick = k2_direction_value(reduced, a1, eps, forward, meter, circle)
+    if quick is not None and settles(quick):
+        return quick.upper + tail
     if a1 >= K2_FFT_FROM and best >= K2_FFT_MIN_DELTA:  # one FFT (1-3 ms) settles most far blocks
         quick = k2_fft_value(reduced, a1, eps, meter)
         if quick is not None and settles(quick):
@@ -540,59 +671,6 @@ def _k2_block_bound(
     if not settles(bound):  # its width decides
         bound = _k2_value(reduced, a1, eps, meter)
     return bound.upper + tail
-
-
-def k2_revealed_users(block: int, eps0: float, tail_target: float) -> tuple[int, float]:
-    """(d, tail): how many of a block's users the k = 2 block bound reveals, and the chance
-    that the mixture below needs more, at most max(tail_target, 0) (d = block, tail 0, when
-    that is cheaper than the chance).
-
-    Why fewer than the whole block: in F(a) with a1 <= a <= a2, the a - a1 middle users on x0
-    each report x0 with probability pt = (pb/pt) pb + (1 - pb/pt) 1: a mixture of an x1 user
-    (probability pb/pt = e^-eps0) and a user who reports x0 for sure. The mixture is over a
-    variable independent of u, so by the joint convexity of the hockey-stick divergence F(a)
-    <= E_D[G(D)], where D ~ Bin(a - a1, theta), theta = 1 - e^-eps0, counts the sure users and
-    G(D) is the delta of the rest, a shift of F(a1) for n - D users (the sure reports are a
-    constant the adversary subtracts). G is non-decreasing (an extra x1 user is independent
-    noise added to both laws: post-processing), and Bin(a - a1, theta) is stochastically below
-    Bin(a2 - a1, theta), so every a of the block has F(a) <= E[G(D)] with D ~ Bin(a2 - a1,
-    theta) <= G(d) + P(D > d) (G <= 1). The old bound revealed the whole block (d = a2 - a1);
-    this one reveals about theta of it (0.39 at eps0 = 0.5, 0.63 at eps0 = 1).
-
-    P(D > d) is bounded by Chernoff, P(D >= m) <= exp(-b KL(m/b || theta)) for m > b theta,
-    with theta rounded up (a larger theta only raises the bound) and the exponent shrunk by
-    1e-9 relative for its rounding: a valid, safe-side tail.
-    """
-    theta = min(1.0, -math.expm1(-eps0) * (1.0 + 1e-15))
-    if block <= 0 or not tail_target > 0.0 or theta >= 1.0:
-        return block, 0.0
-    log_target = math.log(tail_target)
-    # The smallest d with P(D > d) <= the target, by bisection: below the mean the bound is the
-    # trivial 1 (fails), at d = block the tail is 0 (holds).
-    low, revealed = math.floor(block * theta) - 1, block
-    while revealed - low > 1:
-        mid = (low + revealed) // 2
-        if _binomial_upper_tail(block, theta, mid + 1) <= log_target:
-            revealed = mid
-        else:
-            low = mid
-    tail = 0.0 if revealed >= block else math.exp(_binomial_upper_tail(block, theta, revealed + 1))
-    return revealed, tail
-
-
-def _binomial_upper_tail(trials: int, theta: float, at_least: int) -> float:
-    """log of Chernoff's bound on P(Bin(trials, theta) >= at_least), at_least > trials theta:
-    -trials KL(at_least / trials || theta), the exponent shrunk by 1e-9 relative (safe side);
-    0 (the trivial bound) at or below the mean, -inf above trials."""
-    if at_least > trials:
-        return -math.inf
-    x = at_least / trials
-    if x <= theta:
-        return 0.0
-    kl = x * math.log(x / theta)
-    if x < 1.0:
-        kl += (1.0 - x) * math.log((1.0 - x) / (1.0 - theta))
-    return -trials * kl * (1.0 - 1e-9)
 
 
 def _k2_ceiling(mech: ShuffledKRR, eps: float) -> float:
@@ -636,7 +714,8 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
 
     guess_at = min(start, mech.eps0 * 0.5)
     near = range(min((mech.n - 1) // 2, K2_NEAR) + 1)  # the usual place of the maximum
-    a_star = max(near, key=lambda a: _k2_value(mech, a, guess_at).lower)
+    at_guess = dict(zip(near, k2_values_many(mech, list(near), guess_at), strict=True))
+    a_star = max(near, key=lambda a: at_guess[a].lower)
     crossing = math.inf
     for _ in range(8):
 
@@ -648,7 +727,10 @@ def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[flo
             return 0.0, math.inf, a_star
         # another a near the ends may lead at the crossing (n = 1e6, eps0 = 0.5: a = 19, not the
         # a best at the guess): switch before paying for a certificate (22 s there)
-        lowers = {a: _k2_value(mech, a, crossing).lower for a in {*near, a_star}}
+        ahead = sorted({*near, a_star})
+        lowers = {
+            a: v.lower for a, v in zip(ahead, k2_values_many(mech, ahead, crossing), strict=True)
+        }
         leader = max(near, key=lowers.__getitem__)
         if lowers[leader] > lowers[a_star]:
             a_star = leader

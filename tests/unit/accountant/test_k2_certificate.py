@@ -11,6 +11,7 @@ from shuffledp.accountant import ShuffledKRR
 from shuffledp.accountant.family import k2_worst_case
 from shuffledp.accountant.inversion import eps_for_delta
 from shuffledp.accountant.k2_exact import EXTENDED
+from shuffledp.accountant.k2_waves import k2_revealed_users
 from shuffledp.accountant.tight import Tight, witness_dataset
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
@@ -66,8 +67,6 @@ def test_revealed_users_tail_is_above_the_exact_binomial_tail(
     (60-digit mpmath sum) and at most the target; d is at most the block."""
     import mpmath
 
-    from shuffledp.accountant.family import k2_revealed_users
-
     revealed, tail = k2_revealed_users(block, eps0, target)
     assert 0 <= revealed <= block
     assert tail <= target
@@ -98,9 +97,12 @@ def test_block_bound_is_above_every_f_a_of_its_block(n: int, eps0: float, eps: f
     best = max(v.lower for v in values)
     partial = 0
     for a1, a2 in [(0, 40), (3, 70), (10, half), (30, half), (half - 60, half)]:
-        revealed, _ = family.k2_revealed_users(a2 - a1, eps0, best * family.K2_TOLERANCE * 1e-2)
+        revealed, _ = k2_revealed_users(a2 - a1, eps0, best * family.K2_TOLERANCE * 1e-2)
         partial += revealed < a2 - a1
-        bound = family._k2_block_bound(mech, eps, a1, a2, best, WorkMeter())
+        bound = max(
+            family._k2_block_bound(mech, eps, (a1, a2), best, WorkMeter(), forward)
+            for forward in (True, False)
+        )
         assert bound >= max(v.upper for v in values[a1 : a2 + 1])
         removed = ShuffledKRR(n=n - (a2 - a1), k=2, eps0=eps0)
         assert bound <= family._k2_value(removed, a1, eps).upper * (1 + 1e-8)  # fast: ~1e-9
@@ -111,8 +113,9 @@ def test_fft_block_bounds_are_above_every_f_a_of_their_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Far from the ends (a1 >= K2_FFT_FROM) block bounds come from one FFT evaluation
-    (accountant/k2_fft.py); at n = 20,000 they are still at least F(a) (k2_exact) for every a of
-    each block (every 40th a of the largest), and the FFT path is the one that answered."""
+    (accountant/k2_fft.py) where the contour declines (made to, here); at n = 20,000 they are
+    still at least F(a) (k2_exact) for every a of each block (every 40th a of the largest), and
+    the FFT path is the one that answered."""
     from shuffledp.accountant import family, k2_fft
     from shuffledp.accountant.k2_exact import WorkMeter
 
@@ -126,15 +129,17 @@ def test_fft_block_bounds_are_above_every_f_a_of_their_blocks(
         return k2_fft.k2_fft_value(m, a, e, meter)
 
     monkeypatch.setattr(family, "k2_fft_value", counted)
+    monkeypatch.setattr(family, "k2_direction_value", lambda *args: None)
     for a1, a2, step in [(1000, 1030, 1), (2000, 2100, 1), (4000, 9999, 40)]:
-        bound = family._k2_block_bound(mech, eps, a1, a2, best, WorkMeter())
+        bound = family._k2_block_bound(mech, eps, (a1, a2), best, WorkMeter(), False)
         top = max(family._k2_value(mech, a, eps).upper for a in range(a1, a2 + 1, step))
         assert bound >= top, (a1, a2, bound, top)
     assert calls == [1000, 2000, 4000]
 
 
 def test_sweep_and_bisection_certify_the_same_maximum(monkeypatch: pytest.MonkeyPatch) -> None:
-    """_K2Blocks' sweep (cut unevaluated blocks to the step that worked just before) and plain
+    """The one-by-one certificate (where the contour declines): _K2Blocks' sweep (cut
+    unevaluated blocks to the step that worked just before) and plain
     bisection (K2_FULL_WORK_MAX_N below n) both finish at n = 20,000, eps0 = 0.5 near delta =
     1e-6 with the same best F(a) and an upper end within K2_TOLERANCE of it; the sweep
     evaluates fewer blocks (a deterministic count, not a timing)."""
@@ -150,6 +155,7 @@ def test_sweep_and_bisection_certify_the_same_maximum(monkeypatch: pytest.Monkey
         return original(*args)  # type: ignore[arg-type]
 
     monkeypatch.setattr(family, "_k2_block_bound", counted)
+    monkeypatch.setattr(family, "_k2_waves", lambda *args: None)  # the one-by-one path
     runs = []
     monkeypatch.setattr(family, "K2_SWEEP_FROM_N", 1)  # (the sweep starts at n = 1e5 otherwise)
     for limit in (family.K2_FULL_WORK_MAX_N, 0):
