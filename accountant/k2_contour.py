@@ -20,26 +20,29 @@ Cauchy's formula on the circle |z| = R > 1, where the tail sum converges:
 The integrand g is smooth and periodic with Fourier coefficients g^(j) = R^j Phi(c + j), so the
 N-point trapezoid rule gives exactly sum_j R^{jN} Phi(c + jN). The aliased terms j != 0 are
 bounded: |Phi| <= max(alpha, E) everywhere, and |Phi(c)| <= max(alpha, E) T(c - 1) <=
-max(alpha, E) G(R2) R2^(1 - c) for any R2 >= 1 (Chernoff); R^-N below 1e-20 of the value makes
-them negligible. With R at the saddle point of G(z) z^-c, |g| falls like exp(-sigma^2 theta^2 / 2)
+max(alpha, E) G(R2) R2^(1 - c) for any R2 >= 1 (Chernoff); N puts both sums below e^-50 of the
+value. With R at the saddle point of G(z) z^-c, |g| falls like exp(-sigma^2 theta^2 / 2)
 (sigma^2 the variance of B tilted by R), and |G(R e^{i theta})| decreases in |theta| (so does the
 modulus of each factor), so the nodes past theta_m, where |G| has fallen by e^-50, are bounded
 by their number times the value there instead of being summed. N grows like sqrt(n) and theta_m
-shrinks like 1 / sqrt(n): a few dozen nodes are summed at any n, so one F(a) costs about a
-millisecond at n = 1e6 as at n = 1e3 (k2_exact: 1-150 ms at n = 1e6, growing with a).
+shrinks like 1 / sqrt(n): a few dozen nodes are summed at any n. The saddle point barely moves
+with a, so one circle (:func:`shared_circle`) serves a whole certificate, and an F(a) on it is a
+few array operations, batched over many a (:func:`directions_many`: 10-40 microseconds a row at
+n = 1e6; k2_exact takes 1-150 ms there, growing with a).
 
 Why not the FFT of k2_fft: the tilt makes the sum well conditioned (the terms' moduli sum to 2-10
-times the value, measured), so the bracket is relative, about 1e-14 wide in long double, even
-where delta is 1e-44; the FFT's error is absolute (1e-16 of B's largest value).
+times the value, measured), so the bracket is relative, 1e-14 to 1e-12 wide, even where delta is
+1e-44; the FFT's error is absolute (1e-16 of B's largest value).
 
-Rounding: every node's exponent log G(z) - c log z is formed from log1p of small complex numbers
-(real part by log1p of 2x + x^2 + y^2, imaginary by atan2), so its absolute error is a few units
-of roundoff times the magnitudes it is made of: :func:`_node_errors` bounds it by CONTOUR_PAD u
-(|a log(1 + pt w)| + |m log(1 + pb w)| + |c log z| + D (theta + |w| / R) + |exponent| + 8), with D
-the exponent's derivative (for the nodes' and w's own rounding), and K's error similarly; the
-terms are summed with gamma_(nodes + 2). CONTOUR_PAD = 32 covers the libm functions (a few ulp
-each) and the operations; tests/unit/accountant/test_k2_contour.py checks the bracket against
-60-digit mpmath and that the measured error is below 1 % of the bound.
+Rounding (:func:`_phi_rows`): the exponent a log(1 + pt w) + m log(1 + pb w) - c log z (w = z -
+1) is formed in long double from log1p of small complex numbers (real part by log1p of 2x + x^2 +
+y^2, imaginary by atan2), so its error is a few units of roundoff u times the magnitudes it is
+made of, plus its derivative times the nodes' and w's own rounding; its real part is then taken
+relative to the row's scale and its phase reduced to [-pi, pi], and exp, cos, sin and the sums
+are float64 (u64 of the reduced exponent, 4 u64 per rotation from c to c + 1, each product, the
+sums with gamma_(nodes + 2)). K's error is bounded the same way. CONTOUR_PAD = 32 covers the libm
+functions (a few ulp each) and the operation counts; tests/unit/accountant/test_k2_contour.py
+checks the bracket against 60-digit mpmath with the padding set to 1.
 """
 
 from __future__ import annotations

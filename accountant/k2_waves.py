@@ -16,6 +16,7 @@ calls. Where a row's bracket straddles the target, the caller's slower chain dec
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 from collections.abc import Callable
@@ -34,6 +35,8 @@ from shuffledp.accountant.pairs import Bracket
 SEGMENT_RATIO = 1.05
 #: A block after one that cleared is this much larger.
 GROWTH = 1.5
+#: A segment with more than this many blocks of its current size left is split in two.
+SPLIT = 16
 
 
 @dataclass(slots=True)
@@ -57,6 +60,18 @@ class _Segment:
         self.size, self.cleared = block[1] - block[0] + 1, settled and block[0] < block[1]
         if settled:
             self.position = block[1] + 1
+
+    def split(self) -> _Segment | None:
+        """Where more than SPLIT blocks of the current size remain, the second half of the rest
+        as a segment of its own, starting at this one's size (so that no sweep runs far longer
+        than the others: the waves stay few)."""
+        rest = self.end - self.position + 1
+        if rest <= SPLIT * self.size:
+            return None
+        middle = self.position + rest // 2
+        other = _Segment(self.forward, middle, self.end, self.size, self.cleared)
+        self.end = middle - 1
+        return other
 
     @property
     def done(self) -> bool:
@@ -110,6 +125,7 @@ def certify_in_waves(cert: Certifier, near: int, half: int, meter: WorkMeter, wo
                 upper = max(upper, bound)
             seg.advance(block, settled)
         active = [seg for seg in active if not seg.done]
+        active += [rest for seg in active if (rest := seg.split()) is not None]
     if active:  # out of work: each rest as one block
         rests = [(seg.position, seg.end) for seg in active]
         upper = max([upper, *_bounds(cert, active, rests, meter)])
@@ -154,6 +170,7 @@ def _bounds(
     return out
 
 
+@functools.lru_cache(maxsize=65536)
 def k2_revealed_users(block: int, eps0: float, tail_target: float) -> tuple[int, float]:
     """(d, tail): how many of a block's users the k = 2 block bound reveals, and the chance
     that the mixture below needs more, at most max(tail_target, 0) (d = block, tail 0, when
