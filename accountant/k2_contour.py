@@ -20,10 +20,10 @@ Cauchy's formula on the circle |z| = R > 1, where the tail sum converges:
 The integrand g is smooth and periodic with Fourier coefficients g^(j) = R^j Phi(c + j), so the
 N-point trapezoid rule gives exactly sum_j R^{jN} Phi(c + jN). The aliased terms j != 0 are
 bounded: |Phi| <= max(alpha, E) everywhere, and |Phi(c)| <= max(alpha, E) T(c - 1) <=
-max(alpha, E) G(R2) R2^(1 - c) for any R2 >= 1 (Chernoff); N puts both sums below e^-50 of the
+max(alpha, E) G(R2) R2^(1 - c) for any R2 >= 1 (Chernoff); N puts both sums below e^-40 of the
 value. With R at the saddle point of G(z) z^-c, |g| falls like exp(-sigma^2 theta^2 / 2)
 (sigma^2 the variance of B tilted by R), and |G(R e^{i theta})| decreases in |theta| (so does the
-modulus of each factor), so the nodes past theta_m, where |G| has fallen by e^-50, are bounded
+modulus of each factor), so the nodes past theta_m, where |G| has fallen by e^-40, are bounded
 by their number times the value there instead of being summed. N grows like sqrt(n) and theta_m
 shrinks like 1 / sqrt(n): a few dozen nodes are summed at any n. The saddle point barely moves
 with a, so one circle (:func:`shared_circle`) serves a whole certificate, and an F(a) on it is a
@@ -67,9 +67,9 @@ _U = float(np.finfo(np.longdouble).epsneg)
 #: Padding of the per-node rounding model (module docstring).
 CONTOUR_PAD = 32.0
 #: Nodes past theta_m are bounded, not summed: |G| has fallen by e^-DEPTH there.
-DEPTH = 50.0
+DEPTH = 40.0
 #: R^-N is below e^-ALIAS_DEPTH times the estimated value.
-ALIAS_DEPTH = 50.0
+ALIAS_DEPTH = 40.0
 #: Most nodes one evaluation sums (about 2,000 where n is large and eps tiny); past it: None.
 MAX_NODES = 20_000
 #: What one evaluation costs in k2_exact.WorkMeter's units (about 0.3 ms).
@@ -523,20 +523,18 @@ def _row_brackets(
         log_l = unit + np.log(bottom).astype(np.float64) - slack
     log_u += 4 * 2.0**-53 * np.abs(log_u)
     log_l -= 4 * 2.0**-53 * np.abs(log_l)
-    out: list[Bracket | None] = []
-    for i in range(len(unit)):
-        if not (rises[i] and falls[i]):
-            out.append(None)
-            continue
-        upper = 0.0
-        if top[i] > 0:
-            upper = (
-                min(1.0, math.exp(min(log_u[i], 0.0)) * (1 + 1e-15)) if log_u[i] > -745 else 5e-324
-            )
-        lower = math.exp(log_l[i]) * (1 - 1e-15) if bottom[i] > 0 and log_l[i] > -745 else 0.0
-        fits = upper <= lower * (1.0 + SHARED_WIDTH) or upper < 1e-300  # (floats' end)
-        out.append(Bracket(min(lower, upper), upper) if fits else None)
-    return out
+    with np.errstate(over="ignore", under="ignore", invalid="ignore"):
+        upper = np.where(
+            log_u > -745, np.minimum(np.exp(np.minimum(log_u, 0.0)) * (1 + 1e-15), 1.0), 5e-324
+        )
+        upper = np.where(top > 0, upper, 0.0)
+        lower = np.where((bottom > 0) & (log_l > -745), np.exp(log_l) * (1 - 1e-15), 0.0)
+    fits = (upper <= lower * (1.0 + SHARED_WIDTH)) | (upper < 1e-300)  # (floats' end)
+    keep = rises & falls & fits
+    return [
+        Bracket(min(low_i, up_i), up_i) if ok else None
+        for low_i, up_i, ok in zip(lower.tolist(), upper.tolist(), keep.tolist(), strict=True)
+    ]
 
 
 @functools.lru_cache(maxsize=64)

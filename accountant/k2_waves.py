@@ -35,29 +35,47 @@ from shuffledp.accountant.pairs import Bracket
 SEGMENT_RATIO = 1.05
 #: A block after one that cleared is this much larger.
 GROWTH = 1.5
+#: The share of the secant's size a block takes (below 1: the line through a success and a
+#: failure overshoots where the bound curves upwards).
+SECANT_SHARE = 0.9
 #: A segment with more than this many blocks of its current size left is split in two.
 SPLIT = 16
 
 
 @dataclass(slots=True)
 class _Segment:
-    """One sweep over [position, end] of one direction: the last block's size and whether it
-    cleared set the next one's."""
+    """One sweep over [position, end] of one direction. The next block's size: 1.5 times the
+    last after a success, half after a failure; where a recent success (size, bound) and a
+    recent failure are both known, the size where the line through them meets the target
+    (times SECANT_SHARE), kept within those two rules' range (so a poor line only costs what
+    the plain rule would)."""
 
     forward: bool
     position: int
     end: int
     size: int
     cleared: bool = False
+    success: tuple[int, float] | None = None
+    failure: tuple[int, float] | None = None
 
-    def next_block(self) -> tuple[int, int]:
+    def next_block(self, target: float) -> tuple[int, int]:
         step = math.ceil(GROWTH * self.size) if self.cleared else max(1, self.size // 2)
+        if self.success is not None and self.failure is not None:
+            (w1, b1), (w2, b2) = self.success, self.failure
+            if w2 > w1 and b2 > b1:
+                aim = w1 + SECANT_SHARE * (target - b1) * (w2 - w1) / (b2 - b1)
+                low, high = (self.size, step) if self.cleared else (step, self.size - 1)
+                step = max(low, min(high, math.floor(aim)), 1)
         return self.position, min(self.end, self.position + step - 1)
 
-    def advance(self, block: tuple[int, int], settled: bool) -> None:
-        """A settled block (cleared, or a single a) is covered; a failed one is tried again
-        at half its size."""
+    def advance(self, block: tuple[int, int], bound: float, settled: bool) -> None:
+        """A settled block (cleared, or a single a) is covered; a failed one is tried again,
+        smaller."""
         self.size, self.cleared = block[1] - block[0] + 1, settled and block[0] < block[1]
+        if self.cleared:
+            self.success = (self.size, bound)
+        elif not settled:
+            self.failure = (self.size, bound)
         if settled:
             self.position = block[1] + 1
 
@@ -69,7 +87,9 @@ class _Segment:
         if rest <= SPLIT * self.size:
             return None
         middle = self.position + rest // 2
-        other = _Segment(self.forward, middle, self.end, self.size, self.cleared)
+        other = _Segment(
+            self.forward, middle, self.end, self.size, self.cleared, self.success, self.failure
+        )
         self.end = middle - 1
         return other
 
@@ -116,14 +136,15 @@ def certify_in_waves(cert: Certifier, near: int, half: int, meter: WorkMeter, wo
     active = segments(near, half)
     upper = 0.0
     while active and meter.work <= work:
-        blocks = [seg.next_block() for seg in active]
+        target = cert.target()
+        blocks = [seg.next_block(target) for seg in active]
         for seg, block, bound in zip(
             active, blocks, _bounds(cert, active, blocks, meter), strict=True
         ):
             settled = bound <= cert.target() or block[0] == block[1]
             if settled:
                 upper = max(upper, bound)
-            seg.advance(block, settled)
+            seg.advance(block, bound, settled)
         active = [seg for seg in active if not seg.done]
         active += [rest for seg in active if (rest := seg.split()) is not None]
     if active:  # out of work: each rest as one block
