@@ -80,7 +80,8 @@ WINDOW = 2
 #: k2_exact.WorkMeter's units (about 30 microseconds).
 ROWS = 256
 CONTOUR_ROW_WORK = 6_000
-#: A shared circle's bracket wider than this (relative) is replaced by one placed for the a.
+#: A shared circle's bracket wider than this (relative) is redone on a circle placed for the
+#: a; one still wider there is declined.
 SHARED_WIDTH = 1e-9
 #: Above this eps0, or where R0 - 1 = E / alpha passes R0_MAX (eps within a hair of eps0),
 #: the contour declines: the saddle point runs off towards e^eps0 and its float placement
@@ -445,15 +446,17 @@ def direction_one(
 ) -> Bracket | None:
     """A bracket on H1 = max_c Phi(c) (module docstring) for a of the n - 1 others on x0, on
     ``circle`` (shared) or else on circles placed for this a; None where the contour does not
-    apply (too many nodes, or the window would not settle). A shared circle whose bracket comes
-    out wider than SHARED_WIDTH (R far from this a's saddle point) is not used."""
-    if circle is not None:
-        result = _window_search(n, a, co, meter, circle)
+    apply (too many nodes, a window that would not settle, or a bracket wider than
+    SHARED_WIDTH even on its own circle: eps0 above 10 with eps near it, up to 1 % wide; the
+    callers then use k2_exact). A shared circle's wide bracket (R far from this a's saddle
+    point) is redone on the a's own circle."""
+    for here in ([circle] if circle is not None else []) + [None]:
+        result = _window_search(n, a, co, meter, here)
         if result is not None and (
             result.upper <= result.lower * (1.0 + SHARED_WIDTH) or result.upper < 1e-300
         ):
             return result
-    return _window_search(n, a, co, meter, None)
+    return None
 
 
 def _window_search(

@@ -138,3 +138,22 @@ def test_outside_its_conditions_it_declines() -> None:
     assert k2_contour_value(mech, 3, 1.0) is None  # eps >= eps0: delta is 0, not its business
     assert k2_contour_value(ShuffledKRR(n=100, k=3, eps0=1.0), 3, 0.5) is None
     assert k2_contour_value(ShuffledKRR(n=15, k=2, eps0=1.0), 3, 0.5) is None  # MIN_N
+
+
+@pytest.mark.parametrize(
+    ("n", "eps0", "eps"),
+    [(311_762, 14.3717240690501, 14.363728845105047), (60_310, 18.576349102875707, 18.5694830)],
+)
+def test_it_declines_rather_than_answer_wide(n: int, eps0: float, eps: float) -> None:
+    """eps0 above 10 with eps near it: the rounding bound reaches 1 % on the contour's own
+    circle there, so it declines (k2_exact answers) instead of returning a wide bracket;
+    wherever it answers, the bracket is at most SHARED_WIDTH wide (or below 1e-300)."""
+    mech = ShuffledKRR(n=n, k=2, eps0=eps0)
+    for a in (0, 1, n // 2):
+        got = k2_contour_value(mech, a, eps)
+        assert (
+            got is None
+            or got.upper <= got.lower * (1 + k2_contour.SHARED_WIDTH)
+            or got.upper < 1e-300  # (below floats' precision: [0, tiny] is all there is)
+        )
+    assert k2_contour_value(mech, 0, eps) is None
