@@ -300,28 +300,6 @@ def _padded(x: np.longdouble) -> float:
 
 
 @dataclass(frozen=True, slots=True)
-class _Phi:
-    """Phi(c) = exp(scale) (value +- err), value and err long doubles."""
-
-    c: int
-    scale: float
-    value: np.longdouble
-    err: np.longdouble
-
-    def lower(self, unit: float) -> np.longdouble:
-        """The lower end in units of exp(unit) (close to scale: no underflow; the difference
-        of the two floats is formed in long double)."""
-        return np.longdouble(
-            (self.value - self.err) * np.exp(np.longdouble(self.scale) - np.longdouble(unit))
-        )
-
-    def upper(self, unit: float) -> np.longdouble:
-        return np.longdouble(
-            (self.value + self.err) * np.exp(np.longdouble(self.scale) - np.longdouble(unit))
-        )
-
-
-@dataclass(frozen=True, slots=True)
 class _Rows:
     """Phi(c) for rows of (a, m) and windows c = lo + j (j < J): exp(ref) (value +- err)."""
 
@@ -393,21 +371,6 @@ def _phi_rows(
     return _Rows(values, (errs + tails) * (1 + 1e-9), refs)
 
 
-def _phis(circle: Circle, a: int, m: int, cs: list[int]) -> list[_Phi]:
-    """Phi(c) for consecutive c values of one (a, m) (:func:`_phi_rows`)."""
-    one = np.array([a]), np.array([m]), np.array([cs[0]])
-    rows = _phi_rows(circle, *one, len(cs))
-    return [
-        _Phi(
-            ci,
-            float(rows.refs[0, j]),
-            np.longdouble(rows.values[0, j]),
-            np.longdouble(rows.errs[0, j]),
-        )
-        for j, ci in enumerate(cs)
-    ]
-
-
 def _tails(
     circle: Circle,
     a: npt.NDArray[np.int64],
@@ -465,24 +428,23 @@ def _window_search(
     """max_c Phi(c) over a window of c around the guess of c*, moved until Phi certainly rises
     into it and falls out of it (Phi is unimodal: then the maximum is inside)."""
     m = n - 1 - a
-    top = n  # Phi(c) = -E for c <= 0 and 0 for c >= n + 1: only [1, n] is evaluated
-    centre = min(max(_guess(a, m, co), 1), top)
+    width = 2 * WINDOW + 1
+    centre = _guess(a, m, co)
     for _ in range(8):
-        lo, hi = max(1, centre - WINDOW), min(top, centre + WINDOW)
-        here = circle or make_circle(_plan(a, m, 0.5 * (lo + hi), co), co)
+        lo = min(max(centre - WINDOW, 1), n - width + 1)  # the window inside [1, n]
+        here = circle or make_circle(_plan(a, m, lo + WINDOW, co), co)
         if here is None:
             return None
         if meter is not None:
             meter.work += CONTOUR_CALL_WORK
-        phis = _phis(here, a, m, list(range(lo, hi + 1)))
-        unit = phis[0].scale
-        rises = lo == 1 or phis[1].lower(unit) > phis[0].upper(unit)
-        falls = hi == top or phis[-2].lower(unit) > phis[-1].upper(unit)
+        rows = _phi_rows(here, np.array([a]), np.array([m]), np.array([lo]), width)
+        outcome = _row_outcome(rows, np.array([lo]), np.array([n]))
+        rises, falls = bool(outcome.rises[0]), bool(outcome.falls[0])
         if rises and falls:
-            return _to_bracket(phis)
+            return outcome.brackets[0]
         if not rises and not falls:
             return None  # too wide to tell
-        centre = lo - WINDOW if not rises else hi + WINDOW
+        centre = lo - WINDOW if not rises else lo + 3 * WINDOW
     return None
 
 
@@ -504,16 +466,33 @@ def directions_many(
         lo = np.clip(guess.astype(np.int64) - WINDOW, 1, n - width + 1)
         if meter is not None:
             meter.work += CONTOUR_ROW_WORK * len(n)
-        out.extend(_row_brackets(_phi_rows(circle, a, m, lo, width), lo, n))
+        outcome = _row_outcome(_phi_rows(circle, a, m, lo, width), lo, n)
+        out.extend(outcome.settled(i) for i in range(len(n)))
     return out
 
 
-def _row_brackets(
-    rows: _Rows, lo: npt.NDArray[np.int64], n: npt.NDArray[np.int64]
-) -> list[Bracket | None]:
-    """Each row's max over its window as a Bracket (as :func:`_to_bracket`), or None where Phi
-    does not certainly rise into the window and fall out of it, or the bracket is wider than
-    SHARED_WIDTH."""
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """Each row's max over its window as a Bracket, and whether Phi certainly rises into the
+    window (or it starts at c = 1) and falls out of it (or it ends at c = n): only then is the
+    maximum inside (Phi(c) = -E below 1 and 0 above n)."""
+
+    brackets: list[Bracket]
+    rises: npt.NDArray[np.bool_]
+    falls: npt.NDArray[np.bool_]
+
+    def settled(self, i: int) -> Bracket | None:
+        """Row i's bracket if its window holds the maximum and it is at most SHARED_WIDTH wide
+        (or below 1e-300, where floats end), else None."""
+        b = self.brackets[i]
+        fits = b.upper <= b.lower * (1.0 + SHARED_WIDTH) or b.upper < 1e-300
+        return b if self.rises[i] and self.falls[i] and fits else None
+
+
+def _row_outcome(rows: _Rows, lo: npt.NDArray[np.int64], n: npt.NDArray[np.int64]) -> _Outcome:
+    """The rows' maxima, exp(unit) carried in logs with its rounding (8 u (1 + |unit|) for the
+    long double exp, 4 ulp of the float log), rounded outwards to floats: an upper end that
+    underflows is the smallest positive float, never 0."""
     unit = np.max(rows.refs, axis=1)
     scale = np.exp(rows.refs.astype(np.longdouble) - unit.astype(np.longdouble)[:, None])
     low, high = (rows.values - rows.errs) * scale, (rows.values + rows.errs) * scale
@@ -532,12 +511,11 @@ def _row_brackets(
         )
         upper = np.where(top > 0, upper, 0.0)
         lower = np.where((bottom > 0) & (log_l > -745), np.exp(log_l) * (1 - 1e-15), 0.0)
-    fits = (upper <= lower * (1.0 + SHARED_WIDTH)) | (upper < 1e-300)  # (floats' end)
-    keep = rises & falls & fits
-    return [
-        Bracket(min(low_i, up_i), up_i) if ok else None
-        for low_i, up_i, ok in zip(lower.tolist(), upper.tolist(), keep.tolist(), strict=True)
+    brackets = [
+        Bracket(min(low_i, up_i), up_i)
+        for low_i, up_i in zip(lower.tolist(), upper.tolist(), strict=True)
     ]
+    return _Outcome(brackets, rises, falls)
 
 
 @functools.lru_cache(maxsize=64)
@@ -559,27 +537,6 @@ def shared_circle(n: int, eps0: float, eps: float) -> Circle | None:
         ),
         co,
     )
-
-
-def _to_bracket(phis: list[_Phi]) -> Bracket:
-    """The max over the window, exp(unit) carried in logs with its rounding (8 u (1 + |unit|)
-    for the long double exp, 4 ulp of the float log), rounded outwards to floats: an upper
-    end that underflows is the smallest positive float, never 0."""
-    unit = max(p.scale for p in phis)
-    low = max(p.lower(unit) for p in phis)
-    high = max(p.upper(unit) for p in phis)
-    slack = 8 * _U * (1 + abs(unit) + max(unit - p.scale for p in phis))
-    upper = 0.0
-    if high > 0:
-        log_u = unit + float(np.log(high)) + slack
-        log_u += 4 * 2.0**-53 * abs(log_u)
-        upper = min(1.0, math.exp(min(log_u, 0.0)) * (1 + 1e-15)) if log_u > -745 else 5e-324
-    lower = 0.0
-    if low > 0:
-        log_l = unit + float(np.log(low)) - slack
-        log_l -= 4 * 2.0**-53 * abs(log_l)
-        lower = math.exp(log_l) * (1 - 1e-15) if log_l > -745 else 0.0
-    return Bracket(min(lower, upper), max(upper, 0.0))
 
 
 def k2_contour_value(
