@@ -157,7 +157,9 @@ def _bounds(
     cert: Certifier, segs: list[_Segment], blocks: list[tuple[int, int]], meter: WorkMeter
 ) -> list[float]:
     """Each block's bound in one batched pass (singles first: their values may raise the
-    target the blocks are judged against), rows it leaves undecided by the fallback."""
+    target the blocks are judged against); a row the batch leaves open is retried alone (the
+    window moved, or a circle of its own), and one the contour declines goes to the
+    fallback."""
     rows: list[tuple[int, int]] = []
     tails: list[float] = []
     for seg, (a1, a2) in zip(segs, blocks, strict=True):
