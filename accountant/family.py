@@ -366,9 +366,10 @@ def _k2_cached(mech: ShuffledKRR, eps: float, work: int) -> tuple[Bracket, int]:
 def _k2_value(
     mech: ShuffledKRR, a: int, eps: float, meter: WorkMeter | None = None, *, fast: bool = False
 ) -> Bracket:
-    """F(a) for k = 2: extended precision (k2_exact, about 1e-14 wide; fast: float64 convolution,
-    about 1e-9) where it applies, else the float64 single-bin code (wider at large n: 5e-5
-    relative at n = 1e6)."""
+    """F(a) for k = 2: the contour integral (k2_contour, 1e-14 to 1e-12 wide at any n) where it
+    applies, else extended precision (k2_exact, about 1e-14 wide; fast: float64 convolution,
+    about 1e-9), else the float64 single-bin code (wider at large n: 5e-5 relative at n =
+    1e6)."""
     value = k2_contour_value(mech, a, eps, meter)
     if value is not None:
         return value

@@ -131,7 +131,8 @@ class Circle:
     """The circle |z| = R = 1 + r and its N nodes theta_k = 2 pi k / N (k = 0..K summed; by
     the symmetry g(-theta) = conj g(theta) only k >= 0 is formed), with everything that does
     not depend on (a, m, c): log(1 + pt w) and log(1 + pb w) (w = z - 1; real and imaginary
-    parts), K(z), and the error model's largest values over the nodes. One circle serves every
+    parts, long double), K(z) and the rotations (float64), and the error model's largest
+    values over the nodes. One circle serves every
     (a, m) of a certificate (the saddle point barely moves with a or with the reduced n of a
     block): the bracket is valid for any, only its width depends on how far R is from the
     saddle point."""
@@ -144,9 +145,6 @@ class Circle:
     l1y: LongArray
     l2x: LongArray
     l2y: LongArray
-    kx: LongArray
-    ky: LongArray
-    k_abs: LongArray
     l1_max: float  # max |log(1 + pt w)| and |log(1 + pb w)| over the summed nodes
     l2_max: float
     s1_max: float  # max pt R / |1 + pt w| and pb R / |1 + pb w| (the derivatives' parts)
@@ -279,7 +277,7 @@ def make_circle(plan: _Plan, co: Coefs) -> Circle | None:
     f1, f2 = _log_factors(co, plan.log_r2)
     return Circle(
         r, np.log1p(r), n_nodes, theta[summed], l1x[summed], l1y[summed], l2x[summed],
-        l2y[summed], kx[summed], ky[summed], np.hypot(kx, ky)[summed],
+        l2y[summed],
         float(np.max(np.hypot(l1x, l1y)[summed])), float(np.max(np.hypot(l2x, l2y)[summed])),
         float(np.max(s1[summed])), float(np.max(s2_[summed])), w_scale, k_err * 1.01,
         _padded(l1x[last + 1]) if outside else -math.inf,
