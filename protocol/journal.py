@@ -401,7 +401,7 @@ ADVICE = (
 )
 
 
-def _records(path: Path, data: bytes) -> Iterator[tuple[int, int, memoryview, int]]:
+def complete_records(path: Path, data: bytes) -> Iterator[tuple[int, int, memoryview, int]]:
     """(start offset, kind, body, end offset) of each complete and intact record after the
     magic, in order, up to a provably torn last record if there is one (module docstring): the
     file ends inside its fixed head, or inside its body with its head checksum passing. A head
@@ -506,7 +506,7 @@ def _parse(path: Path, data: bytes, identity: JournalIdentity) -> JournalContent
         # Empty, or torn while its magic and header were written: nothing acknowledged yet.
         return JournalContents(valid_bytes=0, dropped_bytes=len(data))
     _check_magic(path, data)
-    records = _records(path, data)
+    records = complete_records(path, data)
     first = next(records, None)
     if first is None:
         raise JournalError(

@@ -71,6 +71,7 @@ from shuffledp.protocol.journal import (
     JournalContents,
     JournalError,
     JournalIdentity,
+    complete_records,
     encode_closed,
     encode_record,
     feed_inputs,
@@ -1108,30 +1109,21 @@ async def _wait_journal(
         pytest.fail(f"hop {index}'s journal reached {largest} bytes in 60 s, not {min_bytes}")
 
 
-def _complete_records(path: Path) -> int:
-    """How many records of the journal at ``path`` are whole (the header included). Hop 1's
-    first input record is a frame of half a megabyte: a kill while it is being appended leaves
-    it torn, cut off on restart, and nothing to resume."""
-    data = path.read_bytes()
-    offset, count = len(MAGIC), 0
-    while len(data) - offset >= RECORD_HEAD.size:
-        offset += RECORD_HEAD.size + RECORD_HEAD.unpack_from(data, offset)[0]
-        if offset > len(data):
-            break
-        count += 1
-    return count
-
-
 async def _wait_records(
     round_: Round, index: int, records: int, process: asyncio.subprocess.Process
 ) -> None:
-    """Until hop ``index``'s journal holds ``records`` whole records (the hop still runs)."""
+    """Until hop ``index``'s journal holds ``records`` whole records, the header included, as
+    the journal's own reader counts them (the hop still runs). Hop 1's first input record is a
+    frame of half a megabyte: a kill while it is being appended leaves it torn, cut off on
+    restart, and nothing to resume."""
     try:
         async with asyncio.timeout(60):
             while True:
                 path = round_.journal(index)
-                if path is not None and path.exists() and _complete_records(path) >= records:
-                    return
+                if path is not None and path.exists():
+                    whole = sum(1 for _ in complete_records(path, path.read_bytes()))
+                    if whole >= records:
+                        return
                 assert process.returncode is None, f"hop {index} exited before it was killed"
                 await asyncio.sleep(0.005)
     except TimeoutError:
