@@ -299,11 +299,12 @@ def _padded(x: np.longdouble) -> float:
 
 @dataclass(frozen=True, slots=True)
 class _Rows:
-    """Phi(c) for rows of (a, m) and windows c = lo + j (j < J): exp(ref) (value +- err)."""
+    """Phi(c) for rows of (a, m) and windows c = lo + j (j < J): exp(unit) (value +- err), one
+    unit per row."""
 
     values: npt.NDArray[np.float64]  # (R, J)
     errs: npt.NDArray[np.float64]  # (R, J), the tails included
-    refs: npt.NDArray[np.float64]  # (R, J)
+    units: npt.NDArray[np.float64]  # (R,)
 
 
 def _phi_rows(
@@ -363,10 +364,9 @@ def _phi_rows(
             * shrink
         )
         re, im = re * circle.cos64 + im * circle.sin64, im * circle.cos64 - re * circle.sin64
-    refs = np.repeat(ref[:, None], width, axis=1)
     c = lo[:, None] + np.arange(width)
-    tails = _tails(circle, a, m, c.astype(np.float64), refs)
-    return _Rows(values, (errs + tails) * (1 + 1e-9), refs)
+    tails = _tails(circle, a, m, c.astype(np.float64), ref[:, None])
+    return _Rows(values, (errs + tails) * (1 + 1e-9), ref)
 
 
 def _tails(
@@ -377,7 +377,8 @@ def _tails(
     refs: npt.NDArray[np.float64],
 ) -> npt.NDArray[np.float64]:
     """For each row and c: the unsummed nodes (each at most |G| at theta_(K+1) times max |K| =
-    R (alpha + E / r)) and the aliased terms (module docstring), divided by exp(ref)."""
+    R (alpha + E / r)) and the aliased terms (module docstring), divided by exp(ref) (the
+    row's unit, ``refs`` of shape (R, 1))."""
     log_r, n = float(circle.log_r), circle.n_nodes
     low = circle.log_alias - n * log_r - math.log(-math.expm1(-n * log_r)) - refs
     parts = [low]
@@ -394,12 +395,25 @@ def _tails(
     return np.where(np.isfinite(total), total * (1.0 + 1e-9), np.inf)
 
 
-def _guess(a: int, m: int, co: Coefs) -> int:
+def _guess(a: npt.NDArray[np.int64], m: npt.NDArray[np.int64], co: Coefs) -> npt.NDArray[np.int64]:
     """c*, estimated as the mean of B tilted by R0 plus 1/2 (B(c - 1) / B(c) is about the
-    saddle point of c - 1/2, and c* is where it passes R0)."""
-    pt, pb = float(co.pt), float(co.pb)
-    big_r = 1.0 + co.r0
-    return round(a / (1.0 + pb / (pt * big_r)) + m / (1.0 + pt / (pb * big_r)) + 0.5)
+    saddle point of c - 1/2, and c* is where it passes R0), rounded."""
+    pt, pb, big_r = float(co.pt), float(co.pb), 1.0 + co.r0
+    guess = np.floor(a / (1.0 + pb / (pt * big_r)) + m / (1.0 + pt / (pb * big_r)) + 1.0)
+    return guess.astype(np.int64)
+
+
+def _window_start(
+    a: npt.NDArray[np.int64], m: npt.NDArray[np.int64], co: Coefs
+) -> npt.NDArray[np.int64]:
+    """Where each window of 2 WINDOW + 1 values of c starts: centred on the guess of c*, kept
+    inside [1, n] (n = a + m + 1)."""
+    return np.clip(_guess(a, m, co) - WINDOW, 1, a + m + 1 - 2 * WINDOW)
+
+
+def _narrow(bracket: Bracket) -> bool:
+    """At most SHARED_WIDTH wide (relative), or below 1e-300, where floats end."""
+    return bracket.upper <= bracket.lower * (1.0 + SHARED_WIDTH) or bracket.upper < 1e-300
 
 
 def direction_one(
@@ -413,9 +427,7 @@ def direction_one(
     point) is redone on the a's own circle."""
     for here in ([circle] if circle is not None else []) + [None]:
         result = _window_search(n, a, co, meter, here)
-        if result is not None and (
-            result.upper <= result.lower * (1.0 + SHARED_WIDTH) or result.upper < 1e-300
-        ):
+        if result is not None and _narrow(result):
             return result
     return None
 
@@ -427,9 +439,8 @@ def _window_search(
     into it and falls out of it (Phi is unimodal: then the maximum is inside)."""
     m = n - 1 - a
     width = 2 * WINDOW + 1
-    centre = _guess(a, m, co)
+    lo = int(_window_start(np.array([a]), np.array([m]), co)[0])
     for _ in range(8):
-        lo = min(max(centre - WINDOW, 1), n - width + 1)  # the window inside [1, n]
         here = circle or make_circle(_plan(a, m, lo + WINDOW, co), co)
         if here is None:
             return None
@@ -442,7 +453,7 @@ def _window_search(
             return outcome.brackets[0]
         if not rises and not falls:
             return None  # too wide to tell
-        centre = lo - WINDOW if not rises else lo + 3 * WINDOW
+        lo = max(lo - 2 * WINDOW, 1) if not rises else min(lo + 2 * WINDOW, n - width + 1)
     return None
 
 
@@ -455,13 +466,11 @@ def directions_many(
     direction_one, which moves the window or places a circle of its own)."""
     out: list[Bracket | None] = []
     width = 2 * WINDOW + 1
-    pt, pb, big_r0 = float(co.pt), float(co.pb), 1.0 + co.r0
     for start in range(0, len(pairs), ROWS):
         n = np.array([p[0] for p in pairs[start : start + ROWS]], dtype=np.int64)
         a = np.array([p[1] for p in pairs[start : start + ROWS]], dtype=np.int64)
         m = n - 1 - a
-        guess = np.floor(a / (1.0 + pb / (pt * big_r0)) + m / (1.0 + pt / (pb * big_r0)) + 1.0)
-        lo = np.clip(guess.astype(np.int64) - WINDOW, 1, n - width + 1)
+        lo = _window_start(a, m, co)
         if meter is not None:
             meter.work += CONTOUR_ROW_WORK * len(n)
         outcome = _row_outcome(_phi_rows(circle, a, m, lo, width), lo, n)
@@ -483,21 +492,20 @@ class _Outcome:
         """Row i's bracket if its window holds the maximum and it is at most SHARED_WIDTH wide
         (or below 1e-300, where floats end), else None."""
         b = self.brackets[i]
-        fits = b.upper <= b.lower * (1.0 + SHARED_WIDTH) or b.upper < 1e-300
-        return b if self.rises[i] and self.falls[i] and fits else None
+        return b if self.rises[i] and self.falls[i] and _narrow(b) else None
 
 
 def _row_outcome(rows: _Rows, lo: npt.NDArray[np.int64], n: npt.NDArray[np.int64]) -> _Outcome:
-    """The rows' maxima, exp(unit) carried in logs with its rounding (8 u (1 + |unit|) for the
-    long double exp, 4 ulp of the float log), rounded outwards to floats: an upper end that
-    underflows is the smallest positive float, never 0."""
-    unit = np.max(rows.refs, axis=1)
-    scale = np.exp(rows.refs.astype(np.longdouble) - unit.astype(np.longdouble)[:, None])
-    low, high = (rows.values - rows.errs) * scale, (rows.values + rows.errs) * scale
+    """The rows' maxima, exp(unit) carried in logs with a margin of 8 u (1 + |unit|) and 4 ulp
+    of the float log, rounded outwards to floats: an upper end that underflows is the smallest
+    positive float, never 0."""
+    unit = rows.units
+    low, high = rows.values - rows.errs, rows.values + rows.errs
     rises = (lo == 1) | (low[:, 1] > high[:, 0])
-    falls = (lo + rows.refs.shape[1] - 1 == n) | (low[:, -2] > high[:, -1])
-    top, bottom = np.max(high, axis=1), np.max(low, axis=1)
-    slack = 8 * _U * (1 + np.abs(unit) + np.max(unit[:, None] - rows.refs, axis=1))
+    falls = (lo + rows.values.shape[1] - 1 == n) | (low[:, -2] > high[:, -1])
+    top = np.max(high, axis=1).astype(np.longdouble)  # (its log in long double)
+    bottom = np.max(low, axis=1).astype(np.longdouble)
+    slack = 8 * _U * (1 + np.abs(unit))
     with np.errstate(divide="ignore", invalid="ignore"):
         log_u = unit + np.log(top).astype(np.float64) + slack
         log_l = unit + np.log(bottom).astype(np.float64) - slack
@@ -524,7 +532,9 @@ def shared_circle(n: int, eps0: float, eps: float) -> Circle | None:
     if not applies(n, eps0, eps):
         return None
     co = Coefs.of(eps0, eps)
-    plans = [_plan(a, n - 1 - a, _guess(a, n - 1 - a, co), co) for a in (0, (n - 1) // 2, n - 1)]
+    ends = np.array([0, (n - 1) // 2, n - 1])
+    guesses = _guess(ends, n - 1 - ends, co)
+    plans = [_plan(int(a), n - 1 - int(a), int(c), co) for a, c in zip(ends, guesses, strict=True)]
     middle = plans[1]
     return make_circle(
         _Plan(

@@ -85,10 +85,10 @@ def test_phi_of_every_c_against_mpmath() -> None:
             assert circle is not None
             rows = k2_contour._phi_rows(
                 circle, np.array([a]), np.array([m]), np.array([c]), 5
-            )  # Phi(c .. c + 4), in units of exp(refs)
+            )  # Phi(c .. c + 4), in units of exp(units)
             for j in range(5):
                 exact = alpha * b[c + j - 1] - big_e * sum(b[c + j :])
-                scale = mpmath.exp(rows.refs[0, j])
+                scale = mpmath.exp(rows.units[0])
                 low = mpmath.mpf(float(rows.values[0, j] - rows.errs[0, j])) * scale
                 high = mpmath.mpf(float(rows.values[0, j] + rows.errs[0, j])) * scale
                 slack = abs(exact) * 1e-15
