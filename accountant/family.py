@@ -589,8 +589,7 @@ class _K2Values:
     and its a, and the largest upper end."""
 
     def __init__(self, mech: ShuffledKRR, eps: float, meter: WorkMeter) -> None:
-        self._mech, self._eps, self._meter = mech, eps, meter
-        self.meter = meter
+        self._mech, self._eps, self.meter = mech, eps, meter
         self._values: dict[int, Bracket] = {}
         self._directions: dict[tuple[int, bool], Bracket] = {}
         self.best, self.best_a, self.top_upper, self._first = 0.0, 0, 0.0, True
@@ -598,7 +597,7 @@ class _K2Values:
     def get(self, a: int) -> Bracket:
         """F(a), both directions."""
         if a not in self._values:
-            self._values[a] = self._offer(a, _k2_value(self._mech, a, self._eps, self._meter))
+            self._values[a] = self._offer(a, _k2_value(self._mech, a, self._eps, self.meter))
         return self._values[a]
 
     def direction(self, a: int, forward: bool) -> Bracket:
@@ -607,7 +606,7 @@ class _K2Values:
         if a in self._values:
             return self._values[a]
         if (a, forward) not in self._directions:
-            value = k2_direction_value(self._mech, a, self._eps, forward, self._meter)
+            value = k2_direction_value(self._mech, a, self._eps, forward, self.meter)
             if value is None:
                 value = self.get(a)
             self._directions[a, forward] = self._offer(a, value)
@@ -617,7 +616,7 @@ class _K2Values:
         """F(a) for these a in one batched pass (:func:`k2_values_many`)."""
         todo = [a for a in a_values if a not in self._values]
         for a, value in zip(
-            todo, k2_values_many(self._mech, todo, self._eps, self._meter), strict=True
+            todo, k2_values_many(self._mech, todo, self._eps, self.meter), strict=True
         ):
             self._values[a] = self._offer(a, value)
 
