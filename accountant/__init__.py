@@ -32,6 +32,7 @@ from shuffledp.accountant.bounds import (
 )
 from shuffledp.accountant.family import FamilyF
 from shuffledp.accountant.inversion import EpsResult, calibrate_eps0, eps_for_delta
+from shuffledp.accountant.largest_group import LargestGroup
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR
 from shuffledp.accountant.pairs import (
     Bracket,
@@ -91,6 +92,7 @@ __all__ = [
     "FamilyF",
     "InvalidParameterError",
     "KRRClones",
+    "LargestGroup",
     "OptimalBlanket",
     "OutsideConditionsError",
     "RenyiGirgis",

@@ -18,6 +18,7 @@ from shuffledp.accountant.bounds import (
     WangKRR,
 )
 from shuffledp.accountant.family import FamilyF
+from shuffledp.accountant.largest_group import LargestGroup
 from shuffledp.accountant.mechanism import InvalidParameterError
 from shuffledp.accountant.renyi_girgis import RenyiGirgis
 from shuffledp.accountant.tight import Tight
@@ -27,6 +28,7 @@ _NEEDS_NX0 = {"single-bin", "biswas-literal"}
 _FACTORIES: dict[str, Callable[[int | None], Bound]] = {
     "tight": lambda _: Tight(),
     "optimal-blanket": lambda _: OptimalBlanket(),
+    "largest-group": lambda _: LargestGroup(),
     "strong-adversary": lambda _: StrongAdversary(),
     "clones": lambda _: Clones(),
     "krr-clones": lambda _: KRRClones(),

@@ -1,8 +1,9 @@
 """``tight``: a bracket [delta_lower, delta_upper] on the true worst-case delta of the histogram.
 
 * delta_upper: the minimum of the valid numerical upper bounds (optimal-blanket, the optimal
-  decomposition bound of Su, Cheng and Wang, evaluated exactly; strong-adversary, clones,
-  krr-clones), each at the top of its numerical bracket. This is the reported guarantee (above
+  decomposition bound of Su, Cheng and Wang, evaluated exactly; largest-group, which keeps the
+  largest group of other users hidden and is never above it, up to n = LARGEST_GROUP_IN_TIGHT;
+  strong-adversary, clones, krr-clones), each at the top of its numerical bracket. This is the reported guarantee (above
   n = 1e5, once it is below 1e-300 the remaining members are not evaluated: :func:`negligible`).
   A member that cannot be evaluated here (optimal-blanket where neither gsum engine applies) is
   skipped, and ``upper_skipped`` says so.
@@ -42,6 +43,7 @@ from shuffledp.accountant.k3_exhaustive import (
     ExactK3,
     k3_worst_case,
 )
+from shuffledp.accountant.largest_group import LargestGroup
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.pairs import Bracket
 
@@ -54,6 +56,8 @@ NX0_SAMPLES = 5
 #: eps0 = 4, eps = 0.02; their lower ends underflow to 0 already at n = 1e6). A subset of nx0
 #: values still gives a valid lower bound.
 ENDS_ONLY_FROM = 100_000
+#: See :func:`with_largest_group`.
+LARGEST_GROUP_IN_TIGHT = 200
 #: See :func:`negligible`.
 NEGLIGIBLE_DELTA = 1e-300
 #: See :func:`dominated`: the clone-form members are skipped once optimal-blanket's bracket is
@@ -101,7 +105,10 @@ class Tight(Bound):
             exact = [ExactK2()]
         elif mech is not None and exhaustive_k3(mech):
             exact = [ExactK3()]
-        return [*exact, OptimalBlanket(), *(cls() for cls in UPPER_BOUNDS)]
+        refine: list[Bound] = (
+            [LargestGroup()] if mech is not None and with_largest_group(mech) else []
+        )
+        return [*exact, OptimalBlanket(), *refine, *(cls() for cls in UPPER_BOUNDS)]
 
     def lower_bounds(
         self, mech: ShuffledKRR, k2_a: int | None = None, k3_counts: Counts | None = None
@@ -203,6 +210,13 @@ class Tight(Bound):
             delta_upper=bracket.upper,
             extra=extra,
         )
+
+
+def with_largest_group(mech: ShuffledKRR) -> bool:
+    """Whether ``tight`` evaluates largest-group: k >= 3 without the k = 3 enumeration (exact
+    there), n <= LARGEST_GROUP_IN_TIGHT (its O(n^3) evaluation takes 0.03 s at n = 100 and
+    0.2 s at 200 per eps, and an eps(delta) search evaluates it a few dozen times)."""
+    return mech.k >= 3 and not exhaustive_k3(mech) and mech.n <= LARGEST_GROUP_IN_TIGHT
 
 
 def exhaustive_k3(mech: ShuffledKRR) -> bool:
