@@ -27,6 +27,7 @@ if _ROOT not in sys.path:
 
 from shuffledp.accountant import (  # noqa: E402
     BOUND_NAMES,
+    LargestGroup,
     ShuffledKRR,
     Tight,
     eps_for_delta,
@@ -110,17 +111,21 @@ def test_tight_delta_json_matches_library_and_mpmath(
     assert data["delta_upper"] == lib.delta_upper
 
     # Independent value: min over the four dominating pairs of their exact delta (mpmath: the
-    # optimal-blanket G-form by tests/reference/references.py, the others by full enumeration). The reported
-    # guarantee is on the safe side of it and within float accuracy of it.
+    # optimal-blanket G-form by tests/reference/references.py, the others by full enumeration),
+    # and largest-group (below optimal-blanket here; checked against its own mpmath reference in
+    # tests/reference/test_largest_group.py). The reported guarantee is on the safe side of the
+    # minimum and within float accuracy of it.
+    group = LargestGroup().bracket(mech, float(eps))
     with mpmath.workdps(60):
-        exact = min(
+        pairs = min(
             references.optimal_blanket_reference(n, k, float(eps0), float(eps)),
             max(mpmath_pairs.strong_adversary(n, k, float(eps0), float(eps))),
             max(mpmath_pairs.clones(n, float(eps0), float(eps))),
             max(mpmath_pairs.krr_clones(n, k, float(eps0), float(eps))),
         )
-        assert data["delta_upper"] >= exact
-        assert data["delta_upper"] <= exact * (1 + mpmath.mpf("1e-8"))
+        assert group.upper < pairs
+        assert data["delta_upper"] >= group.lower
+        assert data["delta_upper"] <= group.upper * (1 + mpmath.mpf("1e-8"))
 
 
 @pytest.mark.parametrize(("n", "k", "eps0", "delta"), [(100, 10, "2", "1e-6")])
@@ -225,8 +230,10 @@ def test_bound_all_json_lists_every_bound_and_refusals(capsys: pytest.CaptureFix
         assert row["delta"] == make_bound(name, 80).delta(mech, 0.1).delta, name
     assert rows["tight"]["delta"] == min(
         rows[name]["delta"]
-        for name in ("optimal-blanket", "strong-adversary", "clones", "krr-clones")
+        for name in ("optimal-blanket", "largest-group", "strong-adversary", "clones", "krr-clones")
     )
+    # largest-group keeps the largest group hidden: never above optimal-blanket, here below it
+    assert rows["largest-group"]["delta"] < rows["optimal-blanket"]["delta"]
     assert rows["tight"]["delta_lower"] >= rows["wang-krr"]["delta"]
     assert rows["tight"]["delta_lower"] >= rows["family-f"]["delta"]
     assert rows["tight"]["delta_lower"] >= rows["single-bin"]["delta_lower"]
