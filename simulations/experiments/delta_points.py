@@ -88,6 +88,7 @@ NAMED_BOUNDS: tuple[str, ...] = (
     "krr-clones",
     "wang-krr",
     "optimal-blanket",
+    "largest-group",
     "renyi-girgis",
 )
 WANG_K2 = (

@@ -280,6 +280,7 @@ ALL_BOUNDS_LABELS: dict[str, str] = {
     "krr-clones": LABEL_VALID_UPPER,
     "wang-krr": LABEL_WANG,
     "optimal-blanket": LABEL_VALID_UPPER,
+    "largest-group": LABEL_VALID_UPPER,
     "renyi-girgis": LABEL_RDP,
     TIGHT_LOWER.key: TIGHT_LOWER.label,
     TIGHT_UPPER.key: TIGHT_UPPER.label,

@@ -50,7 +50,8 @@ SOURCES = (
     "Heikkila, Honkela 2021).",
     "- [12]: Feldman, McMillan, Talwar, Hiding Among the Clones, FOCS 2021: Theorem 3.1 (closed "
     "form) and its reduction evaluated exactly (`clones`; `krr-clones` specialises it to k-RR).",
-    "- `optimal-blanket`: Su, Cheng, Wang; `renyi-girgis`: Girgis et al. (RDP); `wang-krr`: "
+    "- `optimal-blanket`: Su, Cheng, Wang; `largest-group`: this project (the largest group of "
+    "other users kept hidden; n <= 300); `renyi-girgis`: Girgis et al. (RDP); `wang-krr`: "
     "Wang et al., VLDB 2024 (a lower bound here: it fails as an upper bound).",
     "- What each number guarantees and how it is computed: docs/accounting.md.",
 )

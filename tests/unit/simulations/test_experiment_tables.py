@@ -21,7 +21,7 @@ from typing import Any, TypeVar
 import mpmath
 import pytest
 
-from shuffledp.accountant import InvalidParameterError, ShuffledKRR, make_bound
+from shuffledp.accountant import InvalidParameterError, LargestGroup, ShuffledKRR, make_bound
 from shuffledp.accountant.tight import DOMINATED_WIDTH
 from shuffledp.simulations.experiments import (
     ExperimentContext,
@@ -174,14 +174,20 @@ def _close(value: float, reference: Any, rel: float) -> bool:
 
 
 def _valid_upper_reference(n: int, k: int, eps0: float, eps: float) -> Any:
-    """tight's delta_upper independently: the minimum of the four exact valid upper bounds."""
+    """tight's delta_upper: the minimum of the four exact valid upper bounds (independently, in
+    mpmath) and, at n <= 200 for k >= 4, largest-group (the library's upper end; it has its own
+    mpmath reference in tests/reference/test_largest_group.py)."""
     with mpmath.workdps(60):
-        return min(
+        pairs = min(
             references.optimal_blanket_reference(n, k, eps0, eps),
             _mp_max(mpmath_pairs.strong_adversary(n, k, eps0, eps)),
             _mp_max(mpmath_pairs.clones(n, eps0, eps)),
             _mp_max(mpmath_pairs.krr_clones(n, k, eps0, eps)),
         )
+        if n > 200 or k < 4:
+            return pairs
+        mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+        return min(pairs, mpmath.mpf(LargestGroup().bracket(mech, eps).upper))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -515,6 +521,7 @@ ALL_BOUNDS_HEADER = [
     f"krr-clones [{VALID_UPPER}]",
     "wang-krr [lower bound (published as an upper bound; fails)]",
     f"optimal-blanket [{VALID_UPPER}]",
+    f"largest-group [{VALID_UPPER}]",
     "renyi-girgis [valid upper bound (Renyi DP of Girgis et al., converted)]",
     "tight delta_lower [lower bound on the true delta]",
     "tight delta_upper [valid upper bound: the reported guarantee]",
@@ -531,16 +538,21 @@ def test_table2_all_bounds_invariants(table2_run: Ran) -> None:
     rows = [{key.split(" [")[0]: value for key, value in row.items()} for row in raw]
     assert len(rows) == len(table_2.paper_points())  # quick: the paper grid's k = 10 only
     assert len(table_2.all_bounds_points(quick=False)) == 24 - 10  # k = 2, eps = 0.05
-    exact_upper = ("strong-adversary", "clones", "krr-clones", "optimal-blanket")
+    exact_upper = ("strong-adversary", "clones", "krr-clones", "optimal-blanket", "largest-group")
     for row in rows:
         lower, upper = _number(row, "tight delta_lower"), _number(row, "tight delta_upper")
         assert 0.0 <= lower <= upper, row
-        # tight's upper side is the minimum of the exact valid upper bounds, each at its top.
-        assert upper == min(_number(row, h) for h in exact_upper), row
-        for column in (*exact_upper, "renyi-girgis", "erlingsson", "blanket-analytic"):
+        # tight's upper side is the minimum of the exact valid upper bounds, each at its top
+        # (largest-group: a member up to n = 200, and it refuses above n = 300).
+        members = [h for h in exact_upper if h != "largest-group" or int(row["n"]) <= 200]
+        assert upper == min(_number(row, h) for h in members), row
+        columns = (*exact_upper, "renyi-girgis", "erlingsson", "blanket-analytic")
+        for column in columns:
             cell = _cell(row[column])
             if isinstance(cell, float):
                 assert cell >= upper, (column, row)
+            elif column == "largest-group":
+                assert int(row["n"]) > 300 and "n <= 300" in str(cell), (column, cell)
             else:
                 assert column in ("erlingsson", "blanket-analytic"), (column, cell)
                 assert cell.startswith("outside conditions: "), cell
