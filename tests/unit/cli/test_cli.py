@@ -342,6 +342,11 @@ BAD_INPUT = [
     ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be >= 1, got 0"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
+        [*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "largest-group"],
+        "largest-group is a valid upper bound without a dominating pair of its own",
+    ),
+    ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "family-f"], "family-f is of kind lower"),
+    (
         ["--n", "2.5", "--k", "3", "--eps0", "1", "--eps", "0.1"],
         "--n must be an integer (e.g. 1000 or 1e6), got '2.5'",
     ),
