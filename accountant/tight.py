@@ -3,8 +3,9 @@
 * delta_upper: the minimum of the valid numerical upper bounds (optimal-blanket, the optimal
   decomposition bound of Su, Cheng and Wang, evaluated exactly; largest-group, which keeps the
   largest group of other users hidden and is never above it, up to n = LARGEST_GROUP_IN_TIGHT;
-  strong-adversary, clones, krr-clones), each at the top of its numerical bracket. This is the reported guarantee (above
-  n = 1e5, once it is below 1e-300 the remaining members are not evaluated: :func:`negligible`).
+  strong-adversary, clones, krr-clones), each at the top of its numerical bracket. This is the
+  reported guarantee (above n = 1e5, once it is below 1e-300 the remaining members are not
+  evaluated: :func:`negligible`).
   A member that cannot be evaluated here (optimal-blanket where neither gsum engine applies) is
   skipped, and ``upper_skipped`` says so.
 * delta_lower: the largest exact delta of concrete datasets computed here, each at the bottom of
@@ -215,7 +216,7 @@ class Tight(Bound):
 def with_largest_group(mech: ShuffledKRR) -> bool:
     """Whether ``tight`` evaluates largest-group: k >= 3 without the k = 3 enumeration (exact
     there), n <= LARGEST_GROUP_IN_TIGHT (its O(n^3) evaluation takes 0.03 s at n = 100 and
-    0.2 s at 200 per eps, and an eps(delta) search evaluates it a few dozen times)."""
+    0.08-0.16 s at 200 per eps, and an eps(delta) search evaluates it a few dozen times)."""
     return mech.k >= 3 and not exhaustive_k3(mech) and mech.n <= LARGEST_GROUP_IN_TIGHT
 
 

@@ -18,7 +18,6 @@ from shuffledp.accountant.bounds import (
     SingleBin,
 )
 from shuffledp.accountant.inversion import eps_for_delta
-from shuffledp.accountant.largest_group import LargestGroup
 from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
 from shuffledp.accountant.records import (
     AccountAnswer,
@@ -229,16 +228,11 @@ def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -
     elif isinstance(bound, CloneFormBound | OptimalBlanket):
         members = [bound]
     else:
-        what = (
-            "a valid upper bound without a dominating pair of its own (the larger of two pairs' "
-            "curves)"
-            if isinstance(bound, LargestGroup)
-            else f"of kind {bound.kind}"
-        )
+        without = ", without a dominating pair" if bound.kind is BoundKind.UPPER else ""
         raise InvalidParameterError(
             f"--rounds needs a bound with a dominating pair (tight, optimal-blanket, "
             f"strong-adversary, clones, krr-clones) or an RDP bound (renyi-girgis); {bound.name} "
-            f"is {what}"
+            f"is of kind {bound.kind}{without}"
         )
     result = compose(mech, args.rounds, eps=args.eps, delta=args.delta, bounds=members)
     return BoundResult(

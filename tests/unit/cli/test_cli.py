@@ -343,7 +343,7 @@ BAD_INPUT = [
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
         [*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "largest-group"],
-        "largest-group is a valid upper bound without a dominating pair of its own",
+        "largest-group is of kind upper, without a dominating pair",
     ),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "family-f"], "family-f is of kind lower"),
     (

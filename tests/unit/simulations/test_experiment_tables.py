@@ -22,7 +22,8 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import InvalidParameterError, LargestGroup, ShuffledKRR, make_bound
-from shuffledp.accountant.tight import DOMINATED_WIDTH
+from shuffledp.accountant.largest_group import MAX_N
+from shuffledp.accountant.tight import DOMINATED_WIDTH, with_largest_group
 from shuffledp.simulations.experiments import (
     ExperimentContext,
     ExperimentOutput,
@@ -175,7 +176,7 @@ def _close(value: float, reference: Any, rel: float) -> bool:
 
 def _valid_upper_reference(n: int, k: int, eps0: float, eps: float) -> Any:
     """tight's delta_upper: the minimum of the four exact valid upper bounds (independently, in
-    mpmath) and, at n <= 200 for k >= 4, largest-group (the library's upper end; it has its own
+    mpmath) and, where tight uses it, largest-group (the library's upper end; it has its own
     mpmath reference in tests/reference/test_largest_group.py)."""
     with mpmath.workdps(60):
         pairs = min(
@@ -184,9 +185,9 @@ def _valid_upper_reference(n: int, k: int, eps0: float, eps: float) -> Any:
             _mp_max(mpmath_pairs.clones(n, eps0, eps)),
             _mp_max(mpmath_pairs.krr_clones(n, k, eps0, eps)),
         )
-        if n > 200 or k < 4:
-            return pairs
         mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+        if not with_largest_group(mech):
+            return pairs
         return min(pairs, mpmath.mpf(LargestGroup().bracket(mech, eps).upper))
 
 
@@ -543,8 +544,9 @@ def test_table2_all_bounds_invariants(table2_run: Ran) -> None:
         lower, upper = _number(row, "tight delta_lower"), _number(row, "tight delta_upper")
         assert 0.0 <= lower <= upper, row
         # tight's upper side is the minimum of the exact valid upper bounds, each at its top
-        # (largest-group: a member up to n = 200, and it refuses above n = 300).
-        members = [h for h in exact_upper if h != "largest-group" or int(row["n"]) <= 200]
+        # (largest-group: a member where with_largest_group says so; it refuses above MAX_N).
+        mech = ShuffledKRR(n=int(row["n"]), k=int(row["k"]), eps0=float(row["eps0"]))
+        members = [h for h in exact_upper if h != "largest-group" or with_largest_group(mech)]
         assert upper == min(_number(row, h) for h in members), row
         columns = (*exact_upper, "renyi-girgis", "erlingsson", "blanket-analytic")
         for column in columns:
@@ -552,7 +554,7 @@ def test_table2_all_bounds_invariants(table2_run: Ran) -> None:
             if isinstance(cell, float):
                 assert cell >= upper, (column, row)
             elif column == "largest-group":
-                assert int(row["n"]) > 300 and "n <= 300" in str(cell), (column, cell)
+                assert int(row["n"]) > MAX_N and f"n <= {MAX_N}" in str(cell), (column, cell)
             else:
                 assert column in ("erlingsson", "blanket-analytic"), (column, cell)
                 assert cell.startswith("outside conditions: "), cell
