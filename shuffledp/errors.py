@@ -8,6 +8,7 @@ The tree (what the command line does with each branch in brackets)::
     │   │   └── security.access.AccessError
     │   ├── security.tls.TlsError
     │   ├── protocol.journal.JournalError
+    │   ├── protocol.manifest.ManifestError
     │   └── simulations.data.checkins.CheckInReadError
     ├── OutsideConditionsError      a bound asked outside the conditions it holds in  [exit 2]
     │   └── accountant.gsum.TooLargeError

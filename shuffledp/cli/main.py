@@ -29,6 +29,7 @@ from shuffledp.cli import components as components_cli
 from shuffledp.cli import data as data_cli
 from shuffledp.cli import experiment as experiment_cli
 from shuffledp.cli import keys as keys_cli
+from shuffledp.cli import round as round_cli
 from shuffledp.cli import simulate as simulate_cli
 from shuffledp.cli import stream as stream_cli
 from shuffledp.errors import (
@@ -74,6 +75,7 @@ def build_parser() -> argparse.ArgumentParser:
     account_cli.add_parser(sub)
     broker_cli.add_parser(sub)
     keys_cli.add_parser(sub)
+    round_cli.add_parser(sub)
     components_cli.add_parsers(sub)
     simulate_cli.add_parser(sub)
     experiment_cli.add_parser(sub)
@@ -135,7 +137,11 @@ def forget_caught_interrupt() -> None:
 
 def _command(args: argparse.Namespace) -> str:
     """The command as typed: `keys init`, `data fetch`, not just `keys`."""
-    nested = getattr(args, "keys_command", None) or getattr(args, "data_command", None)
+    nested = (
+        getattr(args, "keys_command", None)
+        or getattr(args, "data_command", None)
+        or getattr(args, "round_command", None)
+    )
     return f"{args.command} {nested}" if nested else str(args.command)
 
 

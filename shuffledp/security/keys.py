@@ -1,14 +1,21 @@
-"""The key directory of a deployment: one X25519 key pair per hop and one for the analyzer.
+"""The key directory of a deployment: one X25519 key pair per hop and one for the analyzer,
+one Ed25519 signing key per stage, and the coordinator's Ed25519 key that signs round manifests.
 
 Layout of a key directory DIR for H hops (1 <= H <= MAX_HOPS):
 
-- ``public.json`` (mode 0644): ``{"format": "shuffledp-keys", "version": 1, "n_hops": H,
-  "hops": [hex of hop 0's public key, ...], "analyzer": hex of the analyzer's public key}``.
-  Clients need only this file of it (with client authentication also their process key in
-  ``access/``, :mod:`shuffledp.security.access`).
+- ``public.json`` (mode 0644): ``{"format": "shuffledp-keys", "version": 2, "n_hops": H,
+  "hops": [hex of hop 0's public key, ...], "analyzer": hex of the analyzer's public key,
+  "signing": {"hop-0": hex, ..., "analyzer": hex, "coordinator": hex}}`` (the Ed25519 verify
+  keys). Clients need only this file of it (with client authentication also their process key
+  in ``access/``, :mod:`shuffledp.security.access`). A version 1 file (before signing keys)
+  still loads, with no signing keys: what needs them (a round manifest) says so.
 - ``hop-0.key`` ... ``hop-{H-1}.key`` and ``analyzer.key`` (mode 0600): the 64 lowercase hex
   characters of the stage's 32-byte X25519 private key, then a newline. Each belongs on its
   stage's machine only.
+- ``hop-0.sign`` ... ``hop-{H-1}.sign``, ``analyzer.sign`` and ``coordinator.sign`` (mode
+  0600): the 64 hex characters of the 32-byte Ed25519 seed (``nacl.signing.SigningKey``). A
+  stage signs its END statements with its own; the coordinator (whoever runs ``shuffledp round
+  init``) signs the round manifests every stage checks against ``signing.coordinator``.
 
 Every problem with a directory or its files raises :class:`KeyDirectoryError`, whose message names
 the file and the rule it breaks. Nothing here prints or logs, and no private key material appears
@@ -23,12 +30,13 @@ import os
 import re
 import secrets
 import stat
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from nacl.public import PrivateKey, PublicKey
+from nacl.signing import SigningKey
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.onion import (
@@ -42,7 +50,10 @@ from shuffledp.protocol.onion import (
 from shuffledp.validation import require_int
 
 FORMAT = "shuffledp-keys"
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = (1, 2)
+COORDINATOR = "coordinator"
+SIGN_SUFFIX = ".sign"
 MAX_HOPS = 64
 PUBLIC_FILE = "public.json"
 ANALYZER_STAGE = "analyzer"
@@ -53,7 +64,7 @@ FINGERPRINT_LENGTH = 16
 
 _HEX_KEY = re.compile(r"[0-9a-fA-F]{64}")
 _STAGE = re.compile(r"hop-(0|[1-9][0-9]*)|analyzer")
-_HOP_FILE = re.compile(r"hop-(0|[1-9][0-9]*)\.key")
+_HOP_FILE = re.compile(r"hop-(0|[1-9][0-9]*)\.(key|sign)")
 _MAX_PRIVATE_FILE_SIZE = 1024
 
 
@@ -69,6 +80,20 @@ class PublicDirectory:
     n_hops: int
     hop_keys: tuple[PublicKey, ...]
     analyzer_key: PublicKey
+    verify_keys: Mapping[str, bytes] = field(default_factory=dict)
+    """The Ed25519 verify keys by signer ("hop-<i>", "analyzer", "coordinator"); empty for a
+    version 1 directory (made before signing keys)."""
+
+    def verify_key(self, signer: str) -> bytes:
+        """The 32-byte Ed25519 verify key of ``signer``; KeyDirectoryError if the directory has
+        none (a version 1 directory, or an unknown signer)."""
+        key = self.verify_keys.get(signer)
+        if key is None:
+            raise KeyDirectoryError(
+                f"the key directory has no signing key for {signer} (made before signing keys? "
+                f"run `shuffledp keys init --overwrite` to add them)"
+            )
+        return key
 
     def stage_key(self, stage: str) -> PublicKey:
         """The public key of ``stage`` ("hop-<i>" with 0 <= i < n_hops, or "analyzer");
@@ -139,23 +164,45 @@ def init_key_directory(
     root = Path(directory)
     _make_directory(root)
     public_path = public_file_path(root)
-    targets = [private_key_path(root, stage) for stage in stage_names(hops)]
-    stale = sorted(_hop_files(root) - set(targets))
+    stages = stage_names(hops)
+    targets = [private_key_path(root, stage) for stage in stages]
+    signers = [*stages, COORDINATOR]
+    sign_targets = [signing_key_path(root, signer) for signer in signers]
+    stale = sorted(_hop_files(root) - set(targets) - set(sign_targets))
     if not overwrite:
-        _refuse_existing([public_path, *targets, *stale])
+        _refuse_existing([public_path, *targets, *sign_targets, *stale])
     keys = _distinct_private_keys(len(targets))
     public_keys = [key.public_key for key in keys]
+    signing = [SigningKey.generate() for _ in signers]  # libsodium randombytes: the OS CSPRNG
+    verify_keys = {
+        signer: bytes(key.verify_key) for signer, key in zip(signers, signing, strict=True)
+    }
     files = [
         (path, (private_key_to_bytes(key).hex() + "\n").encode("ascii"), PRIVATE_FILE_MODE)
         for path, key in zip(targets, keys, strict=True)
     ]
-    files.append((public_path, _public_document(public_keys), PUBLIC_FILE_MODE))
+    files += [
+        (path, (bytes(key).hex() + "\n").encode("ascii"), PRIVATE_FILE_MODE)
+        for path, key in zip(sign_targets, signing, strict=True)
+    ]
+    files.append((public_path, _public_document(public_keys, verify_keys), PUBLIC_FILE_MODE))
     _write_files(files, replace=overwrite)
     _remove_stale_hop_files(stale, hops)
     _fsync_directory(root)
     return PublicDirectory(
-        n_hops=hops, hop_keys=tuple(public_keys[:-1]), analyzer_key=public_keys[-1]
+        n_hops=hops,
+        hop_keys=tuple(public_keys[:-1]),
+        analyzer_key=public_keys[-1],
+        verify_keys=verify_keys,
     )
+
+
+def signing_key_path(directory: str | os.PathLike[str], signer: str) -> Path:
+    """Path of ``signer``'s Ed25519 signing key file (``<signer>.sign``): a stage name or
+    "coordinator" (no file system access)."""
+    if signer != COORDINATOR:
+        _stage_index(signer, directory)
+    return Path(directory) / f"{signer}{SIGN_SUFFIX}"
 
 
 def _refuse_existing(paths: Sequence[Path]) -> None:
@@ -181,14 +228,16 @@ def _distinct_private_keys(count: int) -> list[PrivateKey]:
     return keys
 
 
-def _public_document(public_keys: Sequence[PublicKey]) -> bytes:
-    """The content of ``public.json`` for the hops' public keys then the analyzer's."""
+def _public_document(public_keys: Sequence[PublicKey], verify_keys: Mapping[str, bytes]) -> bytes:
+    """The content of ``public.json`` for the hops' public keys then the analyzer's, and the
+    signers' verify keys."""
     document = {
         "format": FORMAT,
         "version": VERSION,
         "n_hops": len(public_keys) - 1,
         "hops": [public_key_to_bytes(key).hex() for key in public_keys[:-1]],
         "analyzer": public_key_to_bytes(public_keys[-1]).hex(),
+        "signing": {signer: key.hex() for signer, key in verify_keys.items()},
     }
     return (json.dumps(document, indent=2) + "\n").encode("ascii")
 
@@ -233,7 +282,61 @@ def load_public_directory(directory: str | os.PathLike[str]) -> PublicDirectory:
     hop_keys = tuple(_public_key(path, f"hops[{i}]", value) for i, value in enumerate(hops))
     analyzer_key = _public_key(path, "analyzer", document.get("analyzer"))
     _require_distinct(path, [*hop_keys, analyzer_key])
-    return PublicDirectory(n_hops=n_hops, hop_keys=hop_keys, analyzer_key=analyzer_key)
+    verify_keys = _verify_keys(path, document, n_hops) if document["version"] >= 2 else {}
+    return PublicDirectory(
+        n_hops=n_hops, hop_keys=hop_keys, analyzer_key=analyzer_key, verify_keys=verify_keys
+    )
+
+
+def _verify_keys(path: Path, document: dict[str, Any], n_hops: int) -> dict[str, bytes]:
+    """The ``signing`` object of a version 2 document: one 64-hex-character Ed25519 verify key
+    per stage and the coordinator, pairwise distinct; KeyDirectoryError naming the field."""
+    signing = document.get("signing")
+    signers = [*stage_names(n_hops), COORDINATOR]
+    if not isinstance(signing, dict) or sorted(signing) != sorted(signers):
+        raise KeyDirectoryError(
+            f"{path}: signing must map exactly {', '.join(signers)} to verify keys, got "
+            f"{sorted(signing) if isinstance(signing, dict) else type(signing).__name__}"
+        )
+    keys: dict[str, bytes] = {}
+    for signer in signers:
+        value = signing[signer]
+        if not isinstance(value, str) or not _HEX_KEY.fullmatch(value):
+            raise KeyDirectoryError(
+                f"{path}: signing.{signer} must be a string of {2 * KEY_SIZE} hex characters, "
+                f"got {value!r:.80}"
+            )
+        keys[signer] = bytes.fromhex(value)
+    if len(set(keys.values())) != len(keys):
+        raise KeyDirectoryError(f"{path}: signing keys must be pairwise distinct, they are not")
+    return keys
+
+
+def load_signing_key(directory: str | os.PathLike[str], signer: str) -> SigningKey:
+    """``signer``'s Ed25519 signing key from ``<signer>.sign`` (a stage name or
+    "coordinator"), checked like a private key file (mode 0600, exactly 64 hex characters) and
+    against the verify key ``public.json`` publishes for it; KeyDirectoryError naming the file
+    otherwise (never its content)."""
+    path = signing_key_path(directory, signer)
+    expected = load_public_directory(directory).verify_key(signer)
+    data = _read_private_file(path)
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        text = None
+    if text is None or not _HEX_KEY.fullmatch(text):
+        raise KeyDirectoryError(
+            f"{path}: signing key file must hold exactly {2 * KEY_SIZE} hex characters "
+            f"(surrounding whitespace allowed), it does not ({len(data)} bytes)"
+        )
+    key = SigningKey(bytes.fromhex(text))
+    if bytes(key.verify_key) != expected:
+        raise KeyDirectoryError(
+            f"{path}: signing key must match the verify key published for {signer} in "
+            f"{public_file_path(directory)} ({expected.hex()[:FINGERPRINT_LENGTH]}...), it does "
+            f"not (mixed-up key directory?)"
+        )
+    return key
 
 
 def _read_public_document(path: Path) -> dict[str, Any]:
@@ -268,8 +371,15 @@ def _document_n_hops(path: Path, document: dict[str, Any]) -> int:
     if fmt != FORMAT:
         raise KeyDirectoryError(f"{path}: format must be {FORMAT!r}, got {fmt!r}")
     version = document.get("version")
-    if isinstance(version, bool) or version != VERSION or not isinstance(version, int):
-        raise KeyDirectoryError(f"{path}: version must be {VERSION}, got {version!r}")
+    if (
+        isinstance(version, bool)
+        or not isinstance(version, int)
+        or version not in READABLE_VERSIONS
+    ):
+        raise KeyDirectoryError(
+            f"{path}: version must be one of {', '.join(map(str, READABLE_VERSIONS))}, got "
+            f"{version!r}"
+        )
     n_hops: Any = document.get("n_hops")
     try:
         require_int("n_hops", n_hops, 1, MAX_HOPS)

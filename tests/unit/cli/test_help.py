@@ -48,6 +48,7 @@ def _examples(parser: argparse.ArgumentParser) -> list[str]:
 def test_every_command_is_covered() -> None:
     expected = {"account", "broker", "keys", "keys init", "hop", "analyzer", "clients"}
     expected |= {"simulate", "experiment", "stream", "audit", "data", "data fetch"}
+    expected |= {"round", "round init", "round show"}
     assert set(COMMANDS) == expected
 
 
@@ -62,7 +63,11 @@ def test_help_ends_with_examples_that_parse(command: str) -> None:
         argv = shlex.split(example)
         assert argv[0] == "shuffledp", example
         args = build_parser().parse_args(argv[1:])  # SystemExit(2) on a bad example
-        nested = getattr(args, "keys_command", None) or getattr(args, "data_command", None)
+        nested = (
+            getattr(args, "keys_command", None)
+            or getattr(args, "data_command", None)
+            or getattr(args, "round_command", None)
+        )
         typed = f"{args.command} {nested or ''}".strip()
         # a group's examples are those of its one nested command (keys init, data fetch)
         own += typed == command or typed in {f"{command} init", f"{command} fetch"}

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from nacl.exceptions import CryptoError
 from nacl.public import SealedBox
+from nacl.signing import VerifyKey
 
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
@@ -34,8 +35,10 @@ from shuffledp.security.keys import (
     load_hop_key,
     load_private_key,
     load_public_directory,
+    load_signing_key,
     private_key_path,
     public_file_path,
+    signing_key_path,
     stage_names,
 )
 
@@ -89,18 +92,25 @@ def test_init_then_load_round_trip(tmp_path: Path) -> None:
     assert public_key_to_bytes(loaded.analyzer_key) == public_key_to_bytes(created.analyzer_key)
     assert sorted(p.name for p in directory.iterdir()) == [
         "analyzer.key",
+        "analyzer.sign",
+        "coordinator.sign",
         "hop-0.key",
+        "hop-0.sign",
         "hop-1.key",
+        "hop-1.sign",
         "hop-2.key",
+        "hop-2.sign",
         "public.json",
     ]
+    assert loaded.verify_keys == created.verify_keys
+    assert sorted(loaded.verify_keys) == ["analyzer", "coordinator", "hop-0", "hop-1", "hop-2"]
 
 
 def test_public_json_layout(keydir: Path) -> None:
     document = json.loads(public_file_path(keydir).read_text())
-    assert set(document) == {"format", "version", "n_hops", "hops", "analyzer"}
+    assert set(document) == {"format", "version", "n_hops", "hops", "analyzer", "signing"}
     assert document["format"] == "shuffledp-keys"
-    assert document["version"] == 1
+    assert document["version"] == 2
     assert document["n_hops"] == 3
     published = load_public_directory(keydir)
     assert document["hops"] == [public_key_to_bytes(k).hex() for k in published.hop_keys]
@@ -228,7 +238,14 @@ def test_overwrite_gives_new_keys(keydir: Path) -> None:
 
 def test_overwrite_with_fewer_hops_removes_stale_hop_keys(keydir: Path) -> None:
     init_key_directory(keydir, hops=1, overwrite=True)
-    assert sorted(p.name for p in keydir.iterdir()) == ["analyzer.key", "hop-0.key", "public.json"]
+    assert sorted(p.name for p in keydir.iterdir()) == [
+        "analyzer.key",
+        "analyzer.sign",
+        "coordinator.sign",
+        "hop-0.key",
+        "hop-0.sign",
+        "public.json",
+    ]
     assert load_public_directory(keydir).n_hops == 1
     load_hop_key(keydir, 0)
 
@@ -277,10 +294,10 @@ def test_wrong_format(keydir: Path, fmt: Any) -> None:
         load_public_directory(keydir)
 
 
-@pytest.mark.parametrize("version", [2, 0, True, 1.0, "1", None])
+@pytest.mark.parametrize("version", [3, 0, True, 1.0, "1", None])
 def test_wrong_version(keydir: Path, version: Any) -> None:
     _edit_public(keydir, version=version)
-    with pytest.raises(KeyDirectoryError, match=r"public\.json: version must be 1, got"):
+    with pytest.raises(KeyDirectoryError, match=r"public\.json: version must be one of 1, 2, got"):
         load_public_directory(keydir)
 
 
@@ -480,8 +497,8 @@ def test_load_hop_key_index_must_be_an_integer(keydir: Path, index: Any) -> None
 
 
 def test_private_key_load_checks_public_file_too(keydir: Path) -> None:
-    _edit_public(keydir, version=2)
-    with pytest.raises(KeyDirectoryError, match="version must be 1"):
+    _edit_public(keydir, version=3)
+    with pytest.raises(KeyDirectoryError, match="version must be one of 1, 2"):
         load_hop_key(keydir, 0)
 
 
@@ -623,3 +640,54 @@ def test_cli_hops_not_an_integer_is_a_usage_error(
     assert code == 2
     assert err == "shuffledp keys init: error: --hops must be an integer, got 'two'\n"
     assert list(tmp_path.iterdir()) == []
+
+
+# --- signing keys (round manifests, signed END statements) -----------------------------------
+
+
+@pytest.mark.parametrize("signer", ["hop-0", "hop-2", "analyzer", "coordinator"])
+def test_signing_key_signs_what_its_published_verify_key_verifies(
+    keydir: Path, signer: str
+) -> None:
+    key = load_signing_key(keydir, signer)
+    published = load_public_directory(keydir).verify_key(signer)
+    signed = key.sign(b"statement")
+    assert VerifyKey(published).verify(signed) == b"statement"
+    assert stat.S_IMODE(signing_key_path(keydir, signer).stat().st_mode) == 0o600
+
+
+def test_signing_key_of_another_signer_is_refused(keydir: Path) -> None:
+    signing_key_path(keydir, "hop-0").write_bytes(signing_key_path(keydir, "hop-1").read_bytes())
+    with pytest.raises(KeyDirectoryError, match=r"hop-0\.sign: signing key must match"):
+        load_signing_key(keydir, "hop-0")
+
+
+def test_version_1_directory_loads_without_signing_keys(keydir: Path) -> None:
+    path = public_file_path(keydir)
+    document = json.loads(path.read_text())
+    del document["signing"]
+    document["version"] = 1
+    path.write_text(json.dumps(document))
+    published = load_public_directory(keydir)
+    assert published.n_hops == 3 and not published.verify_keys
+    with pytest.raises(KeyDirectoryError, match="no signing key for coordinator"):
+        published.verify_key("coordinator")
+
+
+@pytest.mark.parametrize(
+    "signing",
+    [None, {}, {"hop-0": "00" * 32}, "x"],
+)
+def test_malformed_signing_object_is_refused(keydir: Path, signing: Any) -> None:
+    _edit_public(keydir, signing=signing)
+    with pytest.raises(KeyDirectoryError, match=r"public\.json: signing must map exactly"):
+        load_public_directory(keydir)
+
+
+def test_equal_verify_keys_are_refused(keydir: Path) -> None:
+    document = json.loads(public_file_path(keydir).read_text())
+    signing = dict(document["signing"])
+    signing["hop-1"] = signing["hop-0"]
+    _edit_public(keydir, signing=signing)
+    with pytest.raises(KeyDirectoryError, match="pairwise distinct"):
+        load_public_directory(keydir)
