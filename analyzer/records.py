@@ -97,9 +97,21 @@ class PrivacyBlock:
     eps_lower: float | None = None
     guarantee: str | None = None
     error: str | None = None
+    colluders: int = 0
+    """C of the round manifest: counted reports assumed known to the adversary."""
+    n_counted: int | None = None
+    """The reports counted; ``n`` = n_counted - colluders (None: a report of before)."""
 
     def __post_init__(self) -> None:
         require_str("privacy.accountant", self.accountant)
+        require_int("privacy.colluders", self.colluders, 0)
+        if self.n_counted is not None:
+            require_int("privacy.n_counted", self.n_counted, 0)
+            if self.n != max(self.n_counted - self.colluders, 0):
+                raise InvalidParameterError(
+                    f"privacy.n must be n_counted - colluders = {self.n_counted} - "
+                    f"{self.colluders}, got {self.n}"
+                )
         if self.mode not in (MODE_AT_TARGET, MODE_AT_EPS):
             raise InvalidParameterError(
                 f"privacy.mode must be {MODE_AT_TARGET!r} or {MODE_AT_EPS!r}, got {self.mode!r}"
@@ -163,7 +175,9 @@ class PrivacyBlock:
             "delta_lower": self.delta_lower,
             "bound": self.bound,
             "n": self.n,
+            "colluders": self.colluders,
         }
+        _put(out, "n_counted", self.n_counted)
         if self.mode == MODE_AT_TARGET:
             out["target_delta"] = self.target_delta
             out["eps_lower"] = self.eps_lower
@@ -177,7 +191,9 @@ class PrivacyBlock:
         base = ["accountant", "mode", "eps", "delta", "delta_lower", "bound", "n"]
         mode = obj.get("mode") if isinstance(obj, Mapping) else None
         extra = ["target_delta", "eps_lower"] if mode == MODE_AT_TARGET else []
-        d = require_keys("privacy", obj, base + extra, ["error", "guarantee"])
+        d = require_keys(
+            "privacy", obj, base + extra, ["error", "guarantee", "colluders", "n_counted"]
+        )
         return cls(
             accountant=require_str("privacy.accountant", d["accountant"]),
             mode=require_str("privacy.mode", d["mode"]),
@@ -190,6 +206,8 @@ class PrivacyBlock:
             eps_lower=optional(require_number, "privacy.eps_lower", d.get("eps_lower")),
             guarantee=optional(require_str, "privacy.guarantee", d.get("guarantee")),
             error=optional(require_str, "privacy.error", d.get("error")),
+            colluders=require_integer("privacy.colluders", d.get("colluders", 0)),
+            n_counted=optional(require_integer, "privacy.n_counted", d.get("n_counted")),
         )
 
 
@@ -446,9 +464,10 @@ class Report:
             raise InvalidParameterError(
                 f"n_received must be the histogram's sum {sum(counts)}, got {self.n_received}"
             )
-        if self.privacy.n != self.n_received:
+        counted = self.privacy.n if self.privacy.n_counted is None else self.privacy.n_counted
+        if counted != self.n_received:
             raise InvalidParameterError(
-                f"privacy.n must be n_received = {self.n_received}, got {self.privacy.n}"
+                f"privacy.n_counted must be n_received = {self.n_received}, got {counted}"
             )
         require_str("estimator", self.estimator)
         require_str("randomness", self.randomness)

@@ -82,6 +82,7 @@ def build_report(
     baseline_rng: RandomState = None,
     randomness_name: str,
     ibu_max_iter: int = IBU_DEFAULT_MAX_ITER,
+    colluders: int = 0,
 ) -> Report:
     """The report of round ``round_id`` (docs/report-schema.md).
 
@@ -93,8 +94,9 @@ def build_report(
     ``tv_distance`` (keys ``shuffle``, ``shuffle+INV``, ``IBU``, ``gaussian``), ``IBU_method``
     and ``baseline`` (the central Gaussian's sigma, eps, delta).
 
-    ``privacy``: the Tight accountant's guarantee for ``n`` = n_received (:func:`_privacy` says
-    which keys and how); ``tv_distance``: the distance of each estimate to the truth
+    ``privacy``: the Tight accountant's guarantee for ``n`` = n_received - ``colluders`` (the
+    round manifest's C: reports the adversary is assumed to know; :func:`_privacy` says which
+    keys and how); ``tv_distance``: the distance of each estimate to the truth
     (:func:`_utility` says which estimates and what is None).
 
     Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
@@ -113,7 +115,10 @@ def build_report(
     truth = _true_counts(true_histogram, k)
     n = int(counts.sum())
     distribution = shuffle_inv(counts, eps0_value) if n >= 1 else None
-    privacy = _privacy(n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value)
+    require_int("colluders", colluders, 0, None)
+    privacy = _privacy(
+        n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value, colluders=colluders
+    )
     return Report(
         round=round_id,
         n_expected=n_expected,
@@ -159,7 +164,7 @@ def _estimate(distribution: npt.NDArray[np.float64] | None, n: int) -> Estimate:
 
 
 def _privacy(
-    *, n: int, k: int, eps0: float, target_delta: float, eps: float | None
+    *, n: int, k: int, eps0: float, target_delta: float, eps: float | None, colluders: int = 0
 ) -> PrivacyBlock:
     """The report's ``privacy`` (Tight accountant, ``n`` = n_received): ``eps``, ``delta`` (=
     ``delta_upper``, the valid guarantee), ``delta_lower``, ``bound`` (the upper bound that gave
@@ -168,10 +173,13 @@ def _privacy(
     delta/delta_lower are the accountant's bracket at that eps. With ``eps``: the delta bracket at
     that eps. With fewer than 2 reports received the values are None and ``error`` says why."""
     at_target = eps is None
+    counted, n = n, max(n - colluders, 0)
     common: dict[str, Any] = {
         "mode": MODE_AT_TARGET if at_target else MODE_AT_EPS,
         "n": n,
         "target_delta": target_delta if at_target else None,
+        "colluders": colluders,
+        "n_counted": counted,
     }
     if n < 2:
         return PrivacyBlock(
@@ -181,7 +189,10 @@ def _privacy(
             delta_lower=None,
             bound=None,
             error=(
-                f"the guarantee needs at least 2 received reports (the accountant's n >= 2), "
+                f"the guarantee needs at least 2 received reports beyond the colluders (the "
+                f"accountant's n >= 2), got n_received = {counted} - colluders {colluders} = {n}"
+                if colluders
+                else f"the guarantee needs at least 2 received reports (the accountant's n >= 2), "
                 f"got n_received = {n}"
             ),
         )
@@ -227,6 +238,12 @@ def _certified_privacy(
         guarantee=(
             f"({float(eps):.6g}, {delta:.3g})-DP for replace-one neighbours among "
             f"the n = {n} reports received, if at least one hop is honest"
+            + (
+                f" (n = {common['n_counted']} counted minus {common['colluders']} colluding "
+                f"clients whose reports the adversary is assumed to know)"
+                if common["colluders"]
+                else ""
+            )
         ),
     )
 

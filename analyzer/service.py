@@ -88,6 +88,9 @@ class AnalyzerSettings:
     target_delta: float = 1e-6
     eps: float | None = None
     accept_loss: bool = False
+    colluders: int = 0
+    """C of the round manifest: clients whose reports the adversary is assumed to know; the
+    guarantee is computed for the reports counted minus C."""
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
@@ -106,6 +109,7 @@ class AnalyzerSettings:
             raise InvalidParameterError(
                 f"--accept-loss must be True or False, got {self.accept_loss!r}"
             )
+        require_int("colluders", self.colluders, 0, self.n_expected - 1)
 
 
 async def run_analyzer(
@@ -365,6 +369,7 @@ def _report(
         true_histogram=true_histogram,
         baseline_rng=baseline_rng,
         randomness_name=randomness_name,
+        colluders=settings.colluders,
     )
     return PublishedReport(
         report=report,

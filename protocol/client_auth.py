@@ -151,20 +151,41 @@ def seal_envelope(credential: ClientCredential, round_id: int, onion: bytes) -> 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ClientRoster:
-    """Who is enrolled: ``client_processes`` processes of at most ``clients_per_process`` each."""
+    """Who is enrolled: ``client_processes`` processes of at most ``clients_per_process`` each,
+    or, with ``counts`` (a round manifest's exact enrolment, :meth:`exact`), exactly
+    ``counts[j]`` clients of process j (``clients_per_process`` is then their maximum)."""
 
     client_processes: int
     clients_per_process: int
+    counts: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         require_int("client_processes", self.client_processes, 1, MAX_CLIENT_PROCESSES)
         require_int("clients_per_process", self.clients_per_process, 1, MAX_CLIENTS_PER_PROCESS)
+        if self.counts is not None:
+            if len(self.counts) != self.client_processes:
+                raise InvalidParameterError(
+                    f"counts must hold client_processes = {self.client_processes} counts, got "
+                    f"{len(self.counts)}"
+                )
+            for count in self.counts:
+                require_int("counts", count, 1, self.clients_per_process)
+
+    @classmethod
+    def exact(cls, counts: tuple[int, ...]) -> ClientRoster:
+        """Process j enrols exactly ``counts[j]`` clients (ids ``j << 32 | i``, i < counts[j])."""
+        return cls(
+            client_processes=len(counts), clients_per_process=max(counts), counts=tuple(counts)
+        )
+
+    def size(self, process: int) -> int:
+        """How many clients process ``process`` enrols (0 for a process outside the roster)."""
+        if not 0 <= process < self.client_processes:
+            return 0
+        return self.clients_per_process if self.counts is None else self.counts[process]
 
     def enrolled(self, client_id: int) -> bool:
-        return (
-            client_id >> 32 < self.client_processes
-            and client_id & 0xFFFFFFFF < self.clients_per_process
-        )
+        return client_id & 0xFFFFFFFF < self.size(client_id >> 32)
 
 
 class ClientVerifier:
@@ -204,7 +225,7 @@ class ClientVerifier:
             raise UnknownClient(
                 f"client id {client_id} (process {client_id >> 32}, index "
                 f"{client_id & 0xFFFFFFFF}) is not enrolled: {self.roster.client_processes} "
-                f"processes of {self.roster.clients_per_process} clients"
+                f"processes of {_enrolment(self.roster)} clients"
             )
         tag = message[ID.size : ENVELOPE_SIZE]
         onion = message[ENVELOPE_SIZE:]
@@ -214,6 +235,13 @@ class ClientVerifier:
                 f"the tag of client {client_id} does not verify for round {self.round_id}"
             )
         return client_id, onion
+
+
+def _enrolment(roster: ClientRoster) -> str:
+    if roster.counts is None:
+        return str(roster.clients_per_process)
+    shown = ", ".join(str(count) for count in roster.counts[:4])
+    return f"exactly {shown}{', ...' if len(roster.counts) > 4 else ''}"
 
 
 def fingerprint(master_key: bytes) -> str:

@@ -164,7 +164,9 @@ class ReceiptDesk:
         process = self._process(name)
         assert process is not None
         claim = self._claims[name]
-        clients = min(claim.clients, self._size)
+        assert self._roster is not None
+        # An exact enrolment (a round manifest's) may give each process its own size.
+        clients = min(claim.clients, self._size, self._roster.size(process))
         bits = self._bits(process)[:clients]
         return Receipt(
             round_id=self._round_id,

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from nacl.public import PrivateKey
 from nacl.signing import SigningKey
 
 from shuffledp.protocol.manifest import Manifest, SignedManifest, StageKeys, sign_manifest
+from shuffledp.security.manifests import build_manifest, write_manifest
 
 
 @dataclass(frozen=True)
@@ -61,3 +63,21 @@ def make_manifest(keys: ManifestKeys | None = None, **overrides: Any) -> Manifes
 def signed_manifest(keys: ManifestKeys | None = None, **overrides: Any) -> SignedManifest:
     keys = keys or manifest_keys(int(overrides.get("n_hops", 3)))
     return sign_manifest(make_manifest(keys, **overrides), keys.coordinator)
+
+
+def write_round_manifest(keys: Path, path: Path, **overrides: Any) -> Path:
+    """A manifest signed with the key directory ``keys``' coordinator key, written to
+    ``path``: one round (1) of 4 reports from one client process, k = 3, eps0 = 1, the
+    components' former default prefix ``shuffledp``, with ``overrides`` applied."""
+    fields: dict[str, Any] = {
+        "prefix": "shuffledp",
+        "rounds": (1,),
+        "k": 3,
+        "eps0": 1.0,
+        "clients": (4,),
+        "min_batch": 2,
+        "deadline": 60.0,
+        "delta": 1e-6,
+    }
+    fields.update(overrides)
+    return write_manifest(path, build_manifest(keys, **fields), overwrite=True)

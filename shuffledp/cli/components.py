@@ -44,9 +44,12 @@ import numpy.typing as npt
 
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
+from shuffledp.cli.manifest_flags import apply_manifest
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.client_auth import ClientRoster
 from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
+from shuffledp.protocol.manifest import Manifest, ManifestError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
 from shuffledp.protocol.onion import private_key_to_bytes
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
@@ -60,7 +63,9 @@ from shuffledp.security.keys import (
     load_analyzer_key,
     load_hop_key,
     load_public_directory,
+    load_signing_key,
 )
+from shuffledp.security.manifests import require_own_keys
 
 if TYPE_CHECKING:
     from shuffledp.clients.service import ClientSettings
@@ -74,8 +79,6 @@ __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
 EXIT_REFUSED = 3
 EXIT_NOT_READY = 4
 DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
-DEFAULT_PREFIX = "shuffledp"
-DEFAULT_DEADLINE = 300.0
 RECONNECT_SECONDS = 60.0
 """How long a component keeps trying to reconnect to a broker that went away (a restarted
 Mosquitto with persistence: the session and its queued messages are still there), unless
@@ -83,6 +86,11 @@ Mosquitto with persistence: the session and its queued messages are still there)
 
 
 _KEYS_EXAMPLE = "shuffledp keys init /tmp/shuffledp-keys --hops 3   # once, before any component"
+_ROUND_EXAMPLE = (
+    "shuffledp round init /tmp/round-1.json --keys /tmp/shuffledp-keys --k 15 --eps0 4 --n 1000"
+    "   # once per round"
+)
+_RUN = "--keys /tmp/shuffledp-keys --manifest /tmp/round-1.json"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
@@ -94,9 +102,25 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="key directory made by `shuffledp keys init`",
     )
-    p.add_argument("--prefix", default=DEFAULT_PREFIX, metavar="PREFIX", help="topic prefix")
     p.add_argument(
-        "--round", type=integer(0, MAX_ROUND_ID), default=1, metavar="ID", help="round id"
+        "--manifest",
+        required=True,
+        type=Path,
+        metavar="FILE",
+        help="the round's signed manifest (`shuffledp round init`): k, eps0, the expected "
+        "reports, deadlines, prefix and rounds come from it; it must verify with DIR's "
+        "coordinator key and name this stage's own keys",
+    )
+    p.add_argument(
+        "--prefix",
+        metavar="PREFIX",
+        help="topic prefix (from the manifest; refused if it contradicts it)",
+    )
+    p.add_argument(
+        "--round",
+        type=integer(0, MAX_ROUND_ID),
+        metavar="ID",
+        help="round id, one of the manifest's (default: the manifest's only round)",
     )
     p.add_argument(
         "--no-auth",
@@ -151,9 +175,10 @@ def _add_hop(subparsers: Any) -> None:
         "--seed), forward to the next hop or the analyzer. Counts are logged on stderr.",
         examples=[
             _KEYS_EXAMPLE,
-            "shuffledp hop --keys /tmp/shuffledp-keys --index 0 --expected 1000",
-            "shuffledp hop --broker mqtt://127.0.0.1:1883 --keys /tmp/shuffledp-keys --index 2 "
-            "--expected 1000 --state-dir /tmp/shuffledp-hop-2",
+            _ROUND_EXAMPLE,
+            f"shuffledp hop {_RUN} --index 0",
+            f"shuffledp hop --broker mqtt://127.0.0.1:1883 {_RUN} --index 2 "
+            "--state-dir /tmp/shuffledp-hop-2",
         ],
     )
     _common(hop)
@@ -167,23 +192,23 @@ def _add_hop(subparsers: Any) -> None:
     hop.add_argument(
         "--expected",
         type=integer(1),
-        required=True,
         metavar="COUNT",
-        help="the round's batch size (clients)",
+        help="the round's batch size (from the manifest; refused if it contradicts it)",
     )
     hop.add_argument(
         "--min-batch",
         type=integer(1),
         metavar="COUNT",
-        help="refuse to release fewer messages than this (default: half of --expected, at least 1)",
+        help="refuse to release fewer messages than this (from the manifest; refused if it "
+        "contradicts it)",
     )
     hop.add_argument(
         "--deadline",
         type=positive,
-        default=DEFAULT_DEADLINE,
         metavar="SECONDS",
         help="hop 0: seconds after ready at which the batch closes if not full; later hops: "
-        "seconds after the upstream's first frame",
+        "seconds after the upstream's first frame (from the manifest; refused if it "
+        "contradicts it)",
     )
     hop.add_argument(
         "--seed", type=integer(0), metavar="SEED", help="seeded permutation (simulations only)"
@@ -209,24 +234,25 @@ def _add_analyzer(subparsers: Any) -> None:
         "publish the report with the accountant's guarantee for the reports actually received.",
         examples=[
             _KEYS_EXAMPLE,
-            "shuffledp analyzer --keys /tmp/shuffledp-keys --k 15 --eps0 4 --expected 1000",
-            "shuffledp analyzer --keys /tmp/shuffledp-keys --k 15 --eps0 4 --expected 1000 "
-            "--eps 1 --out /tmp/shuffledp-report.json",
+            _ROUND_EXAMPLE,
+            f"shuffledp analyzer {_RUN}",
+            f"shuffledp analyzer {_RUN} --eps 1 --out /tmp/shuffledp-report.json",
         ],
     )
     _common(analyzer)
+    _add_manifest_echoes(analyzer)
     analyzer.add_argument(
-        "--k", type=integer(2, MAX_K), required=True, metavar="K", help="number of values"
-    )
-    analyzer.add_argument(
-        "--eps0", type=positive, required=True, metavar="EPS0", help="the clients' k-RR epsilon"
-    )
-    analyzer.add_argument(
-        "--expected", type=integer(1), required=True, metavar="COUNT", help="clients expected"
+        "--expected",
+        type=integer(1),
+        metavar="COUNT",
+        help="clients expected (from the manifest; refused if it contradicts it)",
     )
     target = analyzer.add_mutually_exclusive_group()
     target.add_argument(
-        "--delta", type=probability, default=1e-6, metavar="DELTA", help="target delta"
+        "--delta",
+        type=probability,
+        metavar="DELTA",
+        help="target delta (from the manifest; refused if it contradicts it)",
     )
     target.add_argument(
         "--eps",
@@ -237,9 +263,9 @@ def _add_analyzer(subparsers: Any) -> None:
     analyzer.add_argument(
         "--deadline",
         type=positive,
-        default=DEFAULT_DEADLINE,
         metavar="SECONDS",
-        help="seconds after the last hop's first frame to wait for the rest of its batch",
+        help="seconds after the last hop's first frame to wait for the rest of its batch (from "
+        "the manifest; refused if it contradicts it)",
     )
     analyzer.add_argument(
         "--out",
@@ -269,19 +295,13 @@ def _add_clients(subparsers: Any) -> None:
         "to hop 0, after hop 0 announced ready.",
         examples=[
             _KEYS_EXAMPLE,
-            "shuffledp clients --keys /tmp/shuffledp-keys --k 15 --eps0 4 --values synthetic "
-            "--count 1000",
-            "shuffledp clients --keys /tmp/shuffledp-keys --k 15 --eps0 4 --values values.txt "
-            "--name clients-1",
+            _ROUND_EXAMPLE,
+            f"shuffledp clients {_RUN} --values synthetic",
+            f"shuffledp clients {_RUN} --values values.txt --name clients-1",
         ],
     )
     _common(clients)
-    clients.add_argument(
-        "--k", type=integer(2, MAX_K), required=True, metavar="K", help="number of values"
-    )
-    clients.add_argument(
-        "--eps0", type=positive, required=True, metavar="EPS0", help="local k-RR epsilon"
-    )
+    _add_manifest_echoes(clients)
     clients.add_argument(
         "--values",
         required=True,
@@ -313,6 +333,22 @@ def _add_clients(subparsers: Any) -> None:
         help="seconds to wait for hop 0",
     )
     clients.set_defaults(func=_run_clients)
+
+
+def _add_manifest_echoes(parser: argparse.ArgumentParser) -> None:
+    """--k and --eps0: the manifest's; accepted when they repeat it, refused otherwise."""
+    parser.add_argument(
+        "--k",
+        type=integer(2, MAX_K),
+        metavar="K",
+        help="number of values (from the manifest; refused if it contradicts it)",
+    )
+    parser.add_argument(
+        "--eps0",
+        type=positive,
+        metavar="EPS0",
+        help="the clients' k-RR epsilon (from the manifest; refused if it contradicts it)",
+    )
 
 
 def _add_simulation_only(clients: argparse.ArgumentParser) -> None:
@@ -436,8 +472,8 @@ def _client_process_index(name: str) -> int:
     match = re.fullmatch(r"clients-(0|[1-9][0-9]{0,4})", name)
     if match is None:
         raise InvalidParameterError(
-            f"--name must be clients-<j> (the process's broker account and client keys) unless "
-            f"--no-auth, got {name!r}"
+            f"--name must be clients-<j> (the process's broker account, client keys and its "
+            f"enrolment in the manifest), got {name!r}"
         )
     return int(match.group(1))
 
@@ -497,14 +533,16 @@ def _run_hop(args: argparse.Namespace) -> int:
             f"--index must be in [0, {directory.n_hops - 1}] (the hops of --keys {args.keys}), "
             f"got {args.index}"
         )
+    manifest = apply_manifest(args, "hop")
     key = load_hop_key(args.keys, args.index)
+    _require_own_keys(args, manifest, f"hop-{args.index}", key)
     settings = _hop_settings(args, directory.n_hops)
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
-    # Hop 0 checks one authentic report per enrolled client (secure by default, like accounts).
+    # Hop 0 checks one authentic report per enrolled client: exactly the manifest's enrolment.
     verifier = (
-        load_client_verifier(args.keys, args.round, expected=args.expected)
-        if args.index == 0 and not args.no_auth
+        load_client_verifier(args.keys, args.round, roster=ClientRoster.exact(manifest.clients))
+        if args.index == 0 and manifest.client_auth
         else None
     )
 
@@ -528,22 +566,24 @@ def _run_hop(args: argparse.Namespace) -> int:
     return _run(args, main())
 
 
+def _require_own_keys(args: argparse.Namespace, manifest: Manifest, stage: str, key: Any) -> None:
+    """ManifestError unless this stage's private key and signing key (from --keys) are the ones
+    the manifest names for ``stage``."""
+    signing = load_signing_key(args.keys, stage)
+    require_own_keys(manifest, stage, bytes(key.public_key), bytes(signing.verify_key))
+
+
 def _hop_settings(args: argparse.Namespace, n_hops: int) -> HopSettings:
-    """The hop's settings from its flags (--min-batch defaults to half of --expected)."""
+    """The hop's settings (after :func:`apply_manifest`: the manifest's values)."""
     from shuffledp.shuffler.service import HopSettings
 
-    min_batch = args.min_batch if args.min_batch is not None else max(1, args.expected // 2)
-    if min_batch > args.expected:
-        raise InvalidParameterError(
-            f"--min-batch must be <= --expected = {args.expected}, got {min_batch}"
-        )
     return HopSettings(
         prefix=args.prefix,
         round_id=args.round,
         hop_index=args.index,
         n_hops=n_hops,
         expected_size=args.expected,
-        min_batch=min_batch,
+        min_batch=args.min_batch,
         deadline=args.deadline,
         accept_loss=args.accept_loss,
     )
@@ -567,7 +607,9 @@ def _run_analyzer(args: argparse.Namespace) -> int:
 
     _check_paths(args)
     directory = load_public_directory(args.keys)
+    manifest = apply_manifest(args, "analyzer")
     key = load_analyzer_key(args.keys)
+    _require_own_keys(args, manifest, "analyzer", key)
     settings = AnalyzerSettings(
         prefix=args.prefix,
         round_id=args.round,
@@ -578,6 +620,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         target_delta=args.delta,
         eps=args.eps,
+        colluders=manifest.colluders,
         accept_loss=args.accept_loss,
     )
 
@@ -613,12 +656,20 @@ def _run_analyzer(args: argparse.Namespace) -> int:
 def _run_clients(args: argparse.Namespace) -> int:
     _check_paths(args)
     directory = load_public_directory(args.keys)
+    manifest = apply_manifest(args, "clients")
+    process = _client_process_index(args.name)
+    if process >= len(manifest.clients):
+        raise ManifestError(
+            f"--name {args.name} is not one of the manifest's {len(manifest.clients)} client "
+            f"processes (clients-0..clients-{len(manifest.clients) - 1}; {args.manifest})"
+        )
+    _refuse_count(args, manifest.clients[process])
+    args.count = manifest.clients[process]
     rng = default_source(args.seed)
     values = _client_values(args, rng)
     settings = _client_settings(args)
-    process = None if args.no_auth else _client_process_index(args.name)
     username, password = _credentials(args, args.name)
-    credentials = None if process is None else load_process_credentials(args.keys, process)
+    credentials = load_process_credentials(args.keys, process) if manifest.client_auth else None
 
     async def main() -> int:
         async with MqttTransport(
@@ -637,24 +688,31 @@ def _run_clients(args: argparse.Namespace) -> int:
     return _run(args, main())
 
 
+def _refuse_count(args: argparse.Namespace, enrolled: int) -> None:
+    """--count, if given, must be the manifest's number of clients of this process."""
+    if args.count is not None and args.count != enrolled:
+        raise ManifestError(
+            f"--count {args.count} contradicts the manifest's clients[{args.name[8:]}] = "
+            f"{enrolled} ({args.manifest}): this process hosts exactly the clients the manifest "
+            f"enrols; drop --count"
+        )
+
+
 def _client_values(args: argparse.Namespace, rng: RandomSource) -> npt.NDArray[np.int64]:
-    """The true values to report: --values synthetic (--count of them) or read from a file
-    (its first --count)."""
+    """The true values to report, exactly ``args.count`` of them (the manifest's clients of
+    this process): --values synthetic, or the first ``args.count`` of a file (which must hold
+    that many: InvalidParameterError naming the file otherwise)."""
     from shuffledp.simulations.data.datasets import synthetic_values
 
     if args.values == "synthetic":
-        if args.count is None:
-            raise InvalidParameterError("--values synthetic needs --count N")
         return synthetic_values(args.count, args.k, rng)
     values = read_values(check_input_file("--values", Path(args.values)), args.k)
-    if args.count is not None:
-        if not 0 <= args.count <= values.size:
-            raise InvalidParameterError(
-                f"--count must be in [0, {values.size}] (the values in {args.values}), "
-                f"got {args.count}"
-            )
-        values = values[: args.count]
-    return values
+    if values.size < args.count:
+        raise InvalidParameterError(
+            f"--values {args.values} must hold at least the {args.count} values of this "
+            f"process's clients (the manifest's clients[{args.name[8:]}]), it holds {values.size}"
+        )
+    return values[: args.count]
 
 
 def _client_settings(args: argparse.Namespace) -> ClientSettings:

@@ -125,6 +125,14 @@ def _add_target_arguments(p: argparse._ArgumentGroup) -> None:
     target.add_argument(
         "--eps", type=non_negative, metavar="EPS", help="report the delta bracket at this eps"
     )
+    p.add_argument(
+        "--colluders",
+        type=integer(0),
+        default=0,
+        metavar="C",
+        help="clients whose reports the adversary is assumed to know (written into the round "
+        "manifest): the guarantee is computed for the reports counted minus C",
+    )
 
 
 def _add_timing_arguments(p: argparse._ArgumentGroup) -> None:
@@ -294,6 +302,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         auth=not args.no_auth,
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
+        colluders=args.colluders,
     )
 
 
@@ -383,7 +392,12 @@ def format_report(log: RoundLog) -> str:
         lines.append(
             f"guarantee: eps = {_num(privacy.eps)}, delta <= {_num(privacy.delta)} "
             f"(valid upper bound from {privacy.bound}; delta_lower = "
-            f"{_num(privacy.delta_lower)}; computed for n = {privacy.n} received)"
+            f"{_num(privacy.delta_lower)}; computed for n = {privacy.n} received"
+            + (
+                f": {privacy.n_counted} counted minus {privacy.colluders} colluders)"
+                if privacy.colluders
+                else ")"
+            )
         )
     rejected = {k: v for k, v in report.rejected.items() if v}
     lines.append(

@@ -527,13 +527,19 @@ def load_access_settings(directory: str | os.PathLike[str]) -> AccessSettings:
 
 
 def load_client_verifier(
-    directory: str | os.PathLike[str], round_id: int, *, expected: int | None = None
+    directory: str | os.PathLike[str],
+    round_id: int,
+    *,
+    expected: int | None = None,
+    roster: ClientRoster | None = None,
 ) -> ClientVerifier:
-    """Hop 0's client authentication for ``round_id`` with ``expected`` reports: the master key
-    and the enrolment of ``directory/access`` (:meth:`AccessSettings.roster`). AccessError
+    """Hop 0's client authentication for ``round_id``: the master key of ``directory/access``
+    and ``roster`` (a round manifest's exact enrolment), or without it the enrolment of
+    ``access.json`` for ``expected`` reports (:meth:`AccessSettings.roster`). AccessError
     naming the file for anything missing or malformed."""
     master = _load_secret(access_directory(directory) / CLIENT_MASTER_FILE, "client master key")
-    roster = load_access_settings(directory).roster(expected)
+    if roster is None:
+        roster = load_access_settings(directory).roster(expected)
     return ClientVerifier(master_key=master, roster=roster, round_id=round_id)
 
 

@@ -65,6 +65,7 @@ from shuffledp.security.access import (
 )
 from shuffledp.security.client_ids import random_client_id
 from shuffledp.security.keys import init_key_directory, load_public_directory
+from shuffledp.security.manifests import build_manifest, write_manifest
 from shuffledp.simulations.data.datasets import check_dataset_sizes, resolve_dataset
 from shuffledp.simulations.data.regions import Region
 from shuffledp.simulations.pipeline.broker_choice import (
@@ -146,6 +147,8 @@ class SimulationOptions:
     tls_ca: Path | None = None
     #: Publish a round with fewer reports than sent (``--accept-loss``; the report says so).
     accept_loss: bool = False
+    #: C of the round manifest: clients the guarantee withstands as colluders (``--colluders``).
+    colluders: int = 0
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -200,6 +203,10 @@ class SimulationOptions:
         if self.timeout is not None:
             require_positive("timeout", self.timeout)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
+        if self.n is not None:
+            require_int("--colluders", self.colluders, 0, self.n - 1, bound="[0, --n - 1]")
+        else:
+            require_int("--colluders", self.colluders, 0)
         if self.chaos and not self.auth:
             raise InvalidParameterError(
                 "chaos needs client authentication (it injects second reports, which only "
@@ -227,22 +234,8 @@ class SimulationOptions:
                 f"--client-processes must be <= the {access.client_processes} client accounts of "
                 f"{self.keys}, got {self.client_processes}"
             )
-        if self.n is not None:
-            needed = clients_per_process(self.n, self.client_processes)
-            roster = access.roster(self.n)
-            if needed > roster.clients_per_process:
-                raise InvalidParameterError(
-                    f"n = {self.n} over {self.client_processes} client processes needs "
-                    f"{needed} enrolled clients per process, the key directory {self.keys} "
-                    f"enrols {roster.clients_per_process}"
-                    + (
-                        f" (an even share of n over its {access.client_processes} client "
-                        f"accounts: use --client-processes {access.client_processes}, or keys "
-                        "init --clients-per-process)"
-                        if access.clients_per_process is None
-                        else " (keys init --clients-per-process)"
-                    )
-                )
+        # The enrolment is each round's manifest's (exactly the clients each process hosts),
+        # not access.json's: nothing more to check here.
 
     @property
     def effective_deadline(self) -> float:
@@ -482,6 +475,9 @@ class PipelineSession:
                 "the round is refused (nothing was sent or published)"
             )
         faults: _RoundFaults = _Chaos(n, processes) if options.chaos else _RoundFaults()
+        manifest = self._write_manifest(
+            workdir, round_id, [count for _, count in value_files], min_batch, deadline_seconds
+        )
         plan = _RoundPlan(
             round_id=round_id,
             n=n,
@@ -492,14 +488,40 @@ class PipelineSession:
             workdir=workdir,
             faults=faults,
         )
-        common = self._common_args(round_id)
-        plan.specs.append(("analyzer", _analyzer_args(options, common, n, deadline_seconds)))
+        common = [*self._common_args(round_id), "--manifest", str(manifest)]
+        plan.specs.append(("analyzer", _analyzer_args(options, common)))
         for index in range(options.hops):
             plan.specs.append((f"hop-{index}", _hop_args(options, plan, common, index)))
         for index, (path, count) in enumerate(value_files):
             args = _client_args(options, plan, common, index, path, count)
             plan.specs.append((f"clients-{index}", args))
         return plan
+
+    def _write_manifest(
+        self,
+        workdir: Path,
+        round_id: int,
+        counts: list[int],
+        min_batch: int,
+        deadline_seconds: float,
+    ) -> Path:
+        """The round's signed manifest (every process runs from it), in ``workdir``."""
+        options = self.options
+        assert self._keys is not None
+        signed = build_manifest(
+            self._keys,
+            prefix=self.prefix,
+            rounds=(round_id,),
+            k=options.k,
+            eps0=options.eps0,
+            clients=counts,
+            min_batch=min_batch,
+            deadline=deadline_seconds,
+            delta=options.target_delta,
+            colluders=options.colluders,
+            client_auth=options.auth,
+        )
+        return write_manifest(workdir / "manifest.json", signed)
 
     def _common_args(self, round_id: int) -> list[str]:
         """The arguments every process of the round gets: broker, keys, prefix, round."""
@@ -583,10 +605,12 @@ class PipelineSession:
         """The analyzer's counts rebuilt into a report that knows the true histogram (utility,
         the central Gaussian baseline), with the run's randomness named."""
         options, round_id = self.options, plan.round_id
+        # k and eps0 as the analyzer published them (the manifest's), never re-read from flags.
         return build_report(
             round_id=round_id,
-            k=options.k,
-            eps0=options.eps0,
+            k=published.report.k,
+            eps0=published.report.eps0,
+            colluders=published.report.privacy.colluders,
             histogram=published.report.histogram,
             n_expected=plan.n,
             rejected=published.report.rejected,
@@ -722,24 +746,18 @@ class _RoundOutcome:
     finished: float
 
 
-def _analyzer_args(
-    options: SimulationOptions, common: list[str], n: int, deadline_seconds: float
-) -> list[str]:
-    analyzer_args = ["analyzer", *common, "--k", str(options.k)]
-    analyzer_args += ["--eps0", repr(options.eps0)]
-    analyzer_args += ["--expected", str(n), "--deadline", str(deadline_seconds)]
+def _analyzer_args(options: SimulationOptions, common: list[str]) -> list[str]:
+    """k, eps0, the expected count, the deadline and the delta target are the manifest's."""
+    analyzer_args = ["analyzer", *common]
     if options.eps is not None:
         analyzer_args += ["--eps", repr(options.eps)]
-    else:
-        analyzer_args += ["--delta", repr(options.target_delta)]
     return analyzer_args
 
 
 def _hop_args(
     options: SimulationOptions, plan: _RoundPlan, common: list[str], index: int
 ) -> list[str]:
-    hop_args = ["hop", *common, "--index", str(index), "--expected", str(plan.n)]
-    hop_args += ["--min-batch", str(plan.min_batch), "--deadline", str(plan.deadline_seconds)]
+    hop_args = ["hop", *common, "--index", str(index)]
     if options.seed is not None:
         hop_args += ["--seed", str(_child_seed(options.seed, plan.round_id, 1000 + index))]
     return hop_args + plan.faults.hop_args(plan)
@@ -753,10 +771,9 @@ def _client_args(
     path: Path,
     count: int,
 ) -> list[str]:
-    client_args = ["clients", *common, "--k", str(options.k)]
+    client_args = ["clients", *common]
     client_args += plan.faults.client_args(index, count)
-    client_args += ["--eps0", repr(options.eps0)]
-    client_args += ["--values", str(path), "--count", str(count)]
+    client_args += ["--values", str(path)]
     client_args += ["--name", f"clients-{index}"]
     if options.seed is not None:
         client_args += ["--seed", str(_child_seed(options.seed, plan.round_id, index))]

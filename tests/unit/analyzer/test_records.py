@@ -124,6 +124,8 @@ def test_a_built_report_is_the_json_the_analyzer_always_wrote_plus_schema() -> N
         "delta_lower",
         "bound",
         "n",
+        "colluders",
+        "n_counted",
         "guarantee",
     ]
     assert list(data["tv_distance"]) == ["shuffle", "shuffle+INV", "IBU", "gaussian"]
@@ -163,7 +165,7 @@ MALFORMED = [
     (_set("eps0", 0), "eps0 must be > 0, got 0"),
     (_set("rejected.duplicate", 1.5), "rejected['duplicate'] must be an integer, got 1.5"),
     (_set("privacy.delta", 1.5), "privacy.delta must be <= 1.0, got 1.5"),
-    (_set("privacy.n", 7), "privacy.n must be n_received = 100, got 7"),
+    (_set("privacy.n", 7), "privacy.n must be n_counted - colluders = 100 - 0, got 7"),
     (_set("privacy.mode", "eps at target delta"), "privacy is missing key(s) 'target_delta'"),
     (_set("privacy.mode", "guess"), "privacy.mode must be 'eps at target delta' or"),
     (_drop("privacy.guarantee"), "privacy must hold exactly one of guarantee and error"),

@@ -25,6 +25,7 @@ from shuffledp.errors import (
     OutsideConditionsError,
     RejectedMessage,
 )
+from tests.manifests import write_round_manifest
 from tests.unit.cli.conftest import Outcome, Shuffledp
 
 UNREACHABLE = "mqtt://127.0.0.1:1"  # port 1: nothing listens there
@@ -149,6 +150,7 @@ def test_existing_keys_message_names_the_flag(shuffledp: Shuffledp, tmp_path: Pa
 def missing_inputs(tmp: Path) -> list[tuple[str, list[str], str]]:
     missing = str(tmp / "missing.txt")
     keys = str(tmp / "keys")
+    manifest = ["--manifest", str(tmp / "round.json")]
     return [
         (
             "simulate",
@@ -159,22 +161,22 @@ def missing_inputs(tmp: Path) -> list[tuple[str, list[str], str]]:
         ("stream", ["stream", "--dataset", missing, "--region", "sf"], missing),
         (
             "clients",
-            ["clients", "--keys", keys, "--k", "3", "--eps0", "1", "--values", missing],
+            ["clients", "--keys", keys, *manifest, "--values", missing],
             f"--values {missing}: no such file",
         ),
         (
             "clients",
-            ["clients", "--keys", keys, "--k", "3", "--eps0", "1", "--values", str(tmp)],
+            ["clients", "--keys", keys, *manifest, "--values", str(tmp)],
             "is a folder, a file is needed",
         ),
         (
             "hop",
-            ["hop", "--keys", keys, "--index", "0", "--expected", "4", "--tls-ca", missing],
+            ["hop", "--keys", keys, *manifest, "--index", "0", "--tls-ca", missing],
             f"--tls-ca {missing}: no such file",
         ),
         (
             "hop",
-            ["hop", "--keys", str(tmp / "nokeys"), "--index", "0", "--expected", "4"],
+            ["hop", "--keys", str(tmp / "nokeys"), *manifest, "--index", "0"],
             "public",
         ),
         (
@@ -190,6 +192,7 @@ def test_missing_input_file_is_exit_2_in_every_command(
     shuffledp: Shuffledp, tmp_path: Path, case: int
 ) -> None:
     assert shuffledp("keys", "init", str(tmp_path / "keys"), "--hops", "1").code == 0
+    write_round_manifest(tmp_path / "keys", tmp_path / "round.json")
     command, argv, message = missing_inputs(tmp_path)[case]
     outcome = shuffledp(*argv)
     assert outcome.code == 2, outcome.err
@@ -209,7 +212,7 @@ def unreachable_commands(tmp: Path) -> list[tuple[str, list[str]]]:
         encoding="utf-8",
     )
     broker = ["--broker", UNREACHABLE]
-    common = [*broker, "--keys", keys]
+    common = [*broker, "--keys", keys, "--manifest", str(tmp / "round.json")]
     return [
         ("simulate", ["simulate", "--broker", UNREACHABLE, "--n", "10"]),  # progress shown
         (
@@ -227,6 +230,7 @@ def test_unreachable_broker_is_one_line_exit_1(
     shuffledp: Shuffledp, tmp_path: Path, case: int
 ) -> None:
     assert shuffledp("keys", "init", str(tmp_path / "keys"), "--hops", "1").code == 0
+    write_round_manifest(tmp_path / "keys", tmp_path / "round.json")
     command, argv = unreachable_commands(tmp_path)[case]
     if command == "clients":
         argv = [*argv, "--count", "4"]

@@ -11,6 +11,7 @@ import pytest
 
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
+from tests.manifests import write_round_manifest
 from tests.unit.cli.conftest import Shuffledp
 
 UNREACHABLE = "mqtt://127.0.0.1:1"
@@ -20,6 +21,7 @@ UNREACHABLE = "mqtt://127.0.0.1:1"
 def keys(shuffledp: Shuffledp, tmp_path: Path) -> Path:
     directory = tmp_path / "keys"
     assert shuffledp("keys", "init", str(directory), "--hops", "1").code == 0
+    write_round_manifest(directory, directory / "round.json")
     return directory
 
 
@@ -30,6 +32,8 @@ def _analyzer(keys: Path, *extra: str) -> list[str]:
         UNREACHABLE,
         "--keys",
         str(keys),
+        "--manifest",
+        str(keys / "round.json"),
         "--k",
         "3",
         "--eps0",
@@ -81,6 +85,7 @@ def test_hop_state_dir_under_a_file_is_refused(
     (tmp_path / "afile").write_text("x")
     state = tmp_path / "afile" / "state"
     argv = ["hop", "--broker", UNREACHABLE, "--keys", str(keys), "--index", "0"]
+    argv += ["--manifest", str(keys / "round.json")]
     outcome = shuffledp(*argv, "--expected", "4", "--state-dir", str(state))
     assert outcome.code == 2
     assert (

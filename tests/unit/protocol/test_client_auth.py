@@ -164,7 +164,7 @@ def test_any_single_bit_flip_is_refused(position: int, bit: int) -> None:
         ({"client_processes": 1, "clients_per_process": 2**32 + 1}, "clients_per_process"),
     ],
 )
-def test_a_roster_outside_its_ranges_is_refused(kwargs: dict[str, int], rule: str) -> None:
+def test_a_roster_outside_its_ranges_is_refused(kwargs: dict[str, Any], rule: str) -> None:
     with pytest.raises(InvalidParameterError, match=rule):
         ClientRoster(**kwargs)
 
@@ -448,3 +448,16 @@ async def test_a_client_sending_twice_is_counted_once_and_forgeries_by_reason() 
     assert report["stages"]["hop-0"]["accepted"] == n
     assert report["n_received"] == n
     assert report["histogram"] == expected_histogram(values, seed)
+
+
+def test_exact_roster_enrols_each_process_exactly_its_count() -> None:
+    """A manifest's enrolment (2,001 = 1,001 + 1,000): no rounding slack, so process 1 cannot
+    use a 1,001st identity (it could under the even share ceil(2001 / 2) = 1,001)."""
+    roster = ClientRoster.exact((1001, 1000))
+    assert roster.enrolled(client_id_of(0, 1000))
+    assert not roster.enrolled(client_id_of(1, 1000))
+    assert roster.enrolled(client_id_of(1, 999))
+    assert not roster.enrolled(client_id_of(2, 0))
+    assert [roster.size(p) for p in (0, 1, 2)] == [1001, 1000, 0]
+    even = ClientRoster(client_processes=2, clients_per_process=1001)
+    assert even.enrolled(client_id_of(1, 1000))  # the slack the exact roster removes
