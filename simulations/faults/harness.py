@@ -148,6 +148,10 @@ class FaultRound:
         self.seen_at: dict[tuple[str, str], float] = {}
         self.broker: MosquittoProcess | None = None
         self.started_at: float | None = None
+        self.manifest = workdir / "round.json"
+        self.deadline = spec.deadline
+        """The round manifest's deadline (a scenario may shorten it before the first start)."""
+        self._manifest_written = False
         self._monitor: asyncio.Task[None] | None = None
         self._monitor_ready = False
 
@@ -254,14 +258,35 @@ class FaultRound:
     # -- the processes ------------------------------------------------------------------------
 
     def common(self) -> list[str]:
-        spec = self.spec
         return [
             *("--broker", self.url, "--keys", str(self.keys)),
-            *("--prefix", self.prefix, "--round", str(spec.round_id)),
+            *("--manifest", str(self.manifest)),
         ]
 
+    async def _round_init(self) -> None:
+        """``shuffledp round init`` as an operator runs it: the one manifest every component of
+        the round runs from (k, eps0, n, the exact enrolment, the deadline)."""
+        spec = self.spec
+        args = ["round", "init", str(self.manifest), "--keys", str(self.keys)]
+        args += ["--prefix", self.prefix, "--round-ids", str(spec.round_id)]
+        args += ["--k", str(spec.k), "--eps0", repr(spec.eps0), "--deadline", repr(self.deadline)]
+        args += ["--process-clients", ",".join(str(count) for count in spec.counts())]
+        process = await asyncio.create_subprocess_exec(
+            *_shuffledp(args),
+            stdout=asyncio.subprocess.DEVNULL,
+            stderr=asyncio.subprocess.PIPE,
+            start_new_session=True,
+        )
+        _, err = await process.communicate()
+        if process.returncode != 0:
+            raise OperationalError(f"shuffledp round init failed: {err.decode().strip()}")
+        self._manifest_written = True
+
     async def start(self, name: str, args: list[str]) -> Component:
-        """Start ``shuffledp ARGS`` as component ``name`` (replacing a finished one)."""
+        """Start ``shuffledp ARGS`` as component ``name`` (replacing a finished one); the
+        round's manifest is written before the first start."""
+        if not self._manifest_written:
+            await self._round_init()
         if self.started_at is None:
             self.started_at = time.monotonic()
         old = self.components.get(name)
@@ -282,25 +307,21 @@ class FaultRound:
         return component
 
     async def start_analyzer(self, *extra: str) -> Component:
-        spec = self.spec
-        args = ["analyzer", *self.common(), "--k", str(spec.k), "--eps0", repr(spec.eps0)]
-        args += ["--expected", str(spec.n), "--deadline", repr(spec.deadline), *extra]
-        return await self.start("analyzer", args)
+        return await self.start("analyzer", ["analyzer", *self.common(), *extra])
 
-    async def start_hop(self, index: int, *extra: str, deadline: float | None = None) -> Component:
-        spec = self.spec
-        args = ["hop", *self.common(), "--index", str(index), "--expected", str(spec.n)]
-        args += ["--deadline", repr(spec.deadline if deadline is None else deadline), *extra]
-        return await self.start(f"hop-{index}", args)
+    async def start_hop(self, index: int, *extra: str) -> Component:
+        return await self.start(
+            f"hop-{index}", ["hop", *self.common(), "--index", str(index), *extra]
+        )
 
     async def start_clients(self, index: int, *extra: str, paced: bool = False) -> Component:
         """Client process ``clients-<index>`` with its share of the n reports (synthetic
         values); ``paced``: at a rate that makes sending last about SEND_SECONDS."""
         spec = self.spec
         count = spec.counts()[index]
-        args = ["clients", *self.common(), "--k", str(spec.k), "--eps0", repr(spec.eps0)]
-        args += ["--values", "synthetic", "--count", str(count), "--name", f"clients-{index}"]
-        args += ["--ready-timeout", repr(min(60.0, spec.deadline))]
+        args = ["clients", *self.common()]
+        args += ["--values", "synthetic", "--name", f"clients-{index}"]
+        args += ["--ready-timeout", repr(min(60.0, self.deadline))]
         if paced:
             args += ["--rate", repr(max(1.0, count / SEND_SECONDS))]
         return await self.start(f"clients-{index}", [*args, *extra])

@@ -103,8 +103,11 @@ async def stall_hop0(r: FaultRound, quick: bool) -> Notes:
     continued 1 s after its deadline; the broker (the keys-init configuration, no queue
     limit) holds the rest meanwhile."""
     deadline = stall_deadline(r)
+    # The manifest's deadline, for every stage: the later ones count it from their upstream's
+    # first frame, so only hop 0's matters here.
+    r.deadline = deadline
     await r.start_analyzer()
-    await r.start_hop(0, deadline=deadline)
+    await r.start_hop(0)
     for index in range(1, r.spec.hops):
         await r.start_hop(index)
     for index in range(r.spec.client_processes):

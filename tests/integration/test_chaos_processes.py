@@ -16,6 +16,7 @@ import pytest
 from shuffledp.simulations.pipeline.chaos_messages import CHAOS_KINDS
 from tests.conftest import require_mosquitto
 from tests.integration.test_faults import PersistentMosquitto
+from tests.manifests import write_round_manifest
 
 
 def _simulate(*args: str) -> subprocess.CompletedProcess[str]:
@@ -89,8 +90,12 @@ def test_components_from_the_command_line_survive_a_mosquitto_restart(tmp_path: 
     broker = PersistentMosquitto(tmp_path / "broker", access_dir=keys / "access")
     (tmp_path / "broker").mkdir()
     broker.start()
+    manifest = write_round_manifest(
+        keys, tmp_path / "round.json", prefix=prefix, rounds=(4,), k=4, eps0=3.0, clients=(n,),
+        min_batch=n // 2, deadline=300.0,
+    )  # fmt: skip
     common = ["--broker", broker.url, "--keys", str(keys), "--prefix", prefix, "--round", "4"]
-    common += ["--reconnect", "30"]
+    common += ["--reconnect", "30", "--manifest", str(manifest)]
 
     def spawn(*args: str) -> subprocess.Popen[str]:
         return subprocess.Popen(

@@ -86,6 +86,7 @@ from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
 from tests.conftest import require_mosquitto
+from tests.manifests import write_round_manifest
 
 H = 3
 K = 6
@@ -962,7 +963,12 @@ class Round:
     """One round of real processes (keys init, analyzer, 3 hops, clients) on a broker, with an
     observer that records what clients publish to hop 0 (the truth to compare with)."""
 
-    def __init__(self, url: str, tmp_path: Path) -> None:
+    def __init__(
+        self,
+        url: str,
+        tmp_path: Path,
+        clients: tuple[int, ...] = (N_KILL // 2, N_KILL - N_KILL // 2),
+    ) -> None:
         from shuffledp.security.keys import init_key_directory
 
         self.url = url
@@ -970,6 +976,10 @@ class Round:
         self.keys = tmp_path / "keys"
         init_key_directory(self.keys, hops=H)
         self.prefix = f"test/{secrets.token_hex(6)}"
+        self.manifest = write_round_manifest(
+            self.keys, tmp_path / "round.json", prefix=self.prefix, rounds=(ROUND,), k=K,
+            eps0=float(EPS0), clients=clients, min_batch=N_KILL, deadline=90.0, client_auth=False,
+        )  # fmt: skip
         self.processes: list[asyncio.subprocess.Process] = []
         self.sent: dict[bytes, None] = {}
 
@@ -984,6 +994,8 @@ class Round:
             "--round",
             str(ROUND),
             "--no-auth",
+            "--manifest",
+            str(self.manifest),
         ]
 
     def state_dir(self, index: int) -> Path:
@@ -1267,7 +1279,7 @@ async def test_hop1_killed_mid_round_and_restarted_loses_nothing(
     """Hop 2 starts late, so hop 1 cannot finish: killed as soon as its journal holds its first
     frames, it is somewhere between a part of the batch and a released batch waiting for hop 2
     (both paths must recover; the in-memory tests above force each one)."""
-    round_ = Round(mosquitto_url, tmp_path)
+    round_ = Round(mosquitto_url, tmp_path, clients=(N_KILL,))
     subscribed = asyncio.Event()
     observer = asyncio.create_task(round_.observe(subscribed))
     try:
@@ -1344,10 +1356,15 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
     assert len(frames) == 30
     prefix = f"test/{secrets.token_hex(6)}"
     state = tmp_path / "state"
+    manifest = write_round_manifest(
+        keys, tmp_path / "round.json", prefix=prefix, rounds=(ROUND,), k=K, eps0=float(EPS0),
+        clients=(n,), min_batch=n // 2, deadline=20.0, client_auth=False,
+    )  # fmt: skip
     arguments = [
         *("analyzer", "--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix),
         *("--round", str(ROUND), "--no-auth", "--k", str(K), "--eps0", str(EPS0)),
         *("--expected", str(n), "--deadline", "20", "--state-dir", str(state)),
+        *("--manifest", str(manifest)),
     ]
     identity = JournalIdentity.for_analyzer(
         prefix=prefix,

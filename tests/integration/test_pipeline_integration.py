@@ -46,6 +46,7 @@ from shuffledp.security.mosquitto_bounds import build_bounds_plugin
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.data.datasets import synthetic_values
 from tests.conftest import default_sigint, require_mosquitto
+from tests.manifests import write_round_manifest
 from tests.stats import tv_bound
 
 pytestmark = pytest.mark.integration
@@ -342,7 +343,12 @@ def test_components_run_by_hand_against_mosquitto(mosquitto_url: str, tmp_path: 
     assert init.returncode == 0, init.stderr
     n = 300
     prefix = _prefix()
+    manifest = write_round_manifest(
+        keys, tmp_path / "round.json", prefix=prefix, rounds=(3,), k=4, eps0=3.0, clients=(n,),
+        min_batch=n // 2, deadline=300.0,
+    )  # fmt: skip
     common = ["--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix, "--round", "3"]
+    common += ["--manifest", str(manifest)]
     analyzer = subprocess.Popen(
         _shuffledp("analyzer", *common, "--k", "4", "--eps0", "3", "--expected", str(n)),
         stdout=subprocess.PIPE,
@@ -418,6 +424,10 @@ async def _check_killed_stage_leaves_no_ready(url: str, tmp_path: Path) -> None:
 
     init_key_directory(tmp_path / "keys", hops=1)
     prefix = _prefix()
+    manifest = write_round_manifest(
+        tmp_path / "keys", tmp_path / "round.json", prefix=prefix, clients=(10,), min_batch=5,
+        client_auth=False,
+    )  # fmt: skip
     topic = status_topic(prefix, 1, "hop-0")
     hop = subprocess.Popen(
         _shuffledp(
@@ -433,6 +443,8 @@ async def _check_killed_stage_leaves_no_ready(url: str, tmp_path: Path) -> None:
             url,
             "--prefix",
             prefix,
+            "--manifest",
+            str(manifest),
         ),
         stderr=subprocess.DEVNULL,
     )

@@ -394,6 +394,7 @@ def test_component_with_tls_ca_and_a_plain_url_fails_in_one_line(
     capsys.readouterr()
     argv = ["analyzer", "--broker", "mqtt://127.0.0.1:1", "--keys", str(keys), "--k", "2"]
     argv += ["--eps0", "1", "--expected", "2", "--tls-ca", str(keys / "tls" / "ca.pem")]
+    argv += ["--manifest", str(keys / "round.json")]  # not read: --tls-ca is refused first
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1
