@@ -1,6 +1,7 @@
 """Every error shuffledp raises on purpose derives from :class:`ShuffledpError`.
 
-The tree (what the command line does with each branch in brackets)::
+The tree (what the command line does with each branch in brackets; tests/unit/test_error_tree.py
+keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
 
     ShuffledpError
     ├── InvalidParameterError       bad input: a flag, a parameter, a file  [exit 2]
@@ -16,13 +17,17 @@ The tree (what the command line does with each branch in brackets)::
     │                               by reason, never fatal (protocol.errors has one per reason)
     └── OperationalError            a run that failed: broker, round, lost reports  [exit 1]
         ├── BrokerError             unreachable, refused, or could not start
-        │   └── protocol.mqtt.MqttConnectionError
+        │   ├── protocol.mqtt.MqttConnectionError
+        │   └── brokers.ports.PortInUseError
         ├── protocol.runtime.NotReadyError
+        ├── protocol.delivery.ReportsLostError   reports lost, no --accept-loss  [exit 5]
         ├── shuffler.hop.BatchTooSmall, shuffler.hop.RoundClosedError
         ├── analyzer.estimators.IBUConvergenceError
         ├── simulations.pipeline.simulate.SimulationError
         │   └── RoundRefusedError
+        │       └── RoundLossError (also a ReportsLostError)  [exit 5]
         ├── simulations.pipeline.stream.StreamError
+        ├── simulations.pipeline.stream.runner.StreamRoundRefusedError
         └── simulations.experiments.base.ExperimentError
 
 Each class keeps the built-in base it had (``ValueError`` for bad input, ``RuntimeError`` for
