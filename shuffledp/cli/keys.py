@@ -110,9 +110,9 @@ def _add_key_arguments(init: argparse.ArgumentParser) -> None:
         type=integer(1),
         default=EVEN_SHARE,
         metavar="COUNT",
-        help="clients each client process may host: hop 0 accepts one report per enrolled "
-        "client per round (default: each process's even share of the round, ceil(hop 0's "
-        "--expected / the client processes), so that one process key cannot fill a round)",
+        help="recorded in access/access.json only: hop 0 enrols exactly the clients each "
+        "round's manifest names per process (`shuffledp round init`), whatever this says "
+        "(default: an even share)",
     )
     init.add_argument(
         "--prefix",
@@ -197,12 +197,11 @@ def run_init(args: argparse.Namespace) -> int:
     made = _Made(directory, published, list(accounts), args.prefix, tls, tls_config)
     print(json.dumps(_summary(made)) if args.json else "\n".join(_table(made)))
     if not args.json:
-        share = (
-            f"an even share of each round, ceil(hop 0's --expected / {args.clients}) clients"
-            if args.clients_per_process is EVEN_SHARE
-            else f"{args.clients_per_process} clients"
+        print(
+            f"client enrolment: per round, by its signed manifest (`shuffledp round init "
+            f"--keys {directory} ...`): exactly the clients each of the {args.clients} client "
+            f"processes hosts; coordinator.sign signs the manifests"
         )
-        print(f"client enrolment: each of the {args.clients} client processes hosts {share}")
     return 0
 
 

@@ -74,13 +74,19 @@ ACCESS_JSON = """\
 PUBLIC_JSON = """\
 {{
   "format": "shuffledp-keys",
-  "version": 1,
+  "version": 2,
   "n_hops": 2,
   "hops": [
     "{hop0}",
     "{hop1}"
   ],
-  "analyzer": "{analyzer}"
+  "analyzer": "{analyzer}",
+  "signing": {{
+    "hop-0": "{sign_hop0}",
+    "hop-1": "{sign_hop1}",
+    "analyzer": "{sign_analyzer}",
+    "coordinator": "{sign_coordinator}"
+  }}
 }}
 """
 
@@ -120,5 +126,8 @@ def test_public_json_is_the_known_layout(tmp_path: Path) -> None:
     published = init_key_directory(tmp_path, hops=2)
     hop0, hop1 = (public_key_to_bytes(key).hex() for key in published.hop_keys)
     analyzer = public_key_to_bytes(published.analyzer_key).hex()
-    expected = PUBLIC_JSON.format(hop0=hop0, hop1=hop1, analyzer=analyzer)
+    signing = {
+        f"sign_{name.replace('-', '')}": key.hex() for name, key in published.verify_keys.items()
+    }
+    expected = PUBLIC_JSON.format(hop0=hop0, hop1=hop1, analyzer=analyzer, **signing)
     assert (tmp_path / "public.json").read_bytes() == expected.encode("ascii")
