@@ -95,8 +95,7 @@ def build_report(
     and ``baseline`` (the central Gaussian's sigma, eps, delta).
 
     ``privacy``: the Tight accountant's guarantee for ``n`` = n_received - ``colluders`` (the
-    round manifest's C: reports the adversary is assumed to know; :func:`_privacy` says which
-    keys and how); ``tv_distance``: the distance of each estimate to the truth
+    manifest's C; :func:`_privacy` says which keys and how); ``tv_distance``: the distance of each estimate to the truth
     (:func:`_utility` says which estimates and what is None).
 
     Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
@@ -115,7 +114,6 @@ def build_report(
     truth = _true_counts(true_histogram, k)
     n = int(counts.sum())
     distribution = shuffle_inv(counts, eps0_value) if n >= 1 else None
-    require_int("colluders", colluders, 0, None)
     privacy = _privacy(
         n=n, k=k, eps0=eps0_value, target_delta=delta_target, eps=eps_value, colluders=colluders
     )
@@ -172,6 +170,7 @@ def _privacy(
     <= ``target_delta`` (``eps_for_delta``, safe side; its bracket in ``eps_lower``), and
     delta/delta_lower are the accountant's bracket at that eps. With ``eps``: the delta bracket at
     that eps. With fewer than 2 reports received the values are None and ``error`` says why."""
+    require_int("colluders", colluders, 0, None)
     at_target = eps is None
     counted, n = n, max(n - colluders, 0)
     common: dict[str, Any] = {

@@ -15,6 +15,7 @@ keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
     │   └── accountant.gsum.TooLargeError
     ├── RejectedMessage             a message from the network refused by a stage; counted
     │                               by reason, never fatal (protocol.errors has one per reason)
+    ├── simulations.pipeline.api.RunningEventLoopError   the sync API called inside a loop
     └── OperationalError            a run that failed: broker, round, lost reports  [exit 1]
         ├── BrokerError             unreachable, refused, or could not start
         │   ├── protocol.mqtt.MqttConnectionError
@@ -28,6 +29,8 @@ keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
         │       └── RoundLossError (also a ReportsLostError)  [exit 5]
         ├── simulations.pipeline.stream.StreamError
         ├── simulations.pipeline.stream.runner.StreamRoundRefusedError
+        ├── simulations.data.fetch.FetchError
+        │   └── simulations.data.fetch.IntegrityError
         └── simulations.experiments.base.ExperimentError
 
 Each class keeps the built-in base it had (``ValueError`` for bad input, ``RuntimeError`` for

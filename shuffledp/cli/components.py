@@ -102,6 +102,12 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="DIR",
         help="key directory made by `shuffledp keys init`",
     )
+    _add_round_identity(p)
+    _add_connection_options(p)
+
+
+def _add_round_identity(p: argparse.ArgumentParser) -> None:
+    """--manifest, and --prefix and --round (which must agree with it)."""
     p.add_argument(
         "--manifest",
         required=True,
@@ -122,6 +128,9 @@ def _common(p: argparse.ArgumentParser) -> None:
         metavar="ID",
         help="round id, one of the manifest's (default: the manifest's only round)",
     )
+
+
+def _add_connection_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--no-auth",
         action="store_true",

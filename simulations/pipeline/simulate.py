@@ -203,10 +203,7 @@ class SimulationOptions:
         if self.timeout is not None:
             require_positive("timeout", self.timeout)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
-        if self.n is not None:
-            require_int("--colluders", self.colluders, 0, self.n - 1, bound="[0, --n - 1]")
-        else:
-            require_int("--colluders", self.colluders, 0)
+        self._check_colluders()
         if self.chaos and not self.auth:
             raise InvalidParameterError(
                 "chaos needs client authentication (it injects second reports, which only "
@@ -214,6 +211,12 @@ class SimulationOptions:
             )
         if self.keys is not None:
             self._check_key_directory()
+
+    def _check_colluders(self) -> None:
+        if self.n is not None:
+            require_int("--colluders", self.colluders, 0, self.n - 1, bound="[0, --n - 1]")
+        else:
+            require_int("--colluders", self.colluders, 0)
 
     def _check_key_directory(self) -> None:
         """An existing key directory (``keys``) must fit the run: its hops, and with accounts

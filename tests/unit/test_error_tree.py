@@ -73,11 +73,16 @@ ARCHITECTURE = _tree((REPO_ROOT / "docs" / "architecture.md").read_text(), "-- "
 
 
 def _defined() -> set[type]:
-    for module in pkgutil.walk_packages(shuffledp.__path__, "shuffledp."):
-        if ".experiments." in module.name or module.name.endswith("__main__"):
-            continue
-        importlib.import_module(module.name)
-    importlib.import_module("shuffledp.simulations.experiments.base")
+    # The parts install from their own folders (pyproject.toml's package-dir): walk each.
+    parts = ["accountant", "protocol", "clients", "shuffler", "analyzer", "simulations"]
+    packages = [(shuffledp.__path__, "shuffledp.")]
+    for part in parts:
+        package = importlib.import_module(f"shuffledp.{part}")
+        packages.append((package.__path__, f"shuffledp.{part}."))
+    for path, prefix in packages:
+        for module in pkgutil.walk_packages(path, prefix):
+            if not module.name.endswith("__main__"):
+                importlib.import_module(module.name)
     found: set[type] = set()
     todo = [ShuffledpError]
     while todo:

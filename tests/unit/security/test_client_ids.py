@@ -94,6 +94,7 @@ def test_cli_derives_ids_from_the_password_or_the_private_key(tmp_path: Path) ->
     init_access(tmp_path, hops=1, client_processes=1, prefix="p")
     parser = build_parser()
     argv = ["hop", "--keys", str(tmp_path), "--index", "0", "--expected", "5", "--prefix", "p"]
+    argv += ["--manifest", str(tmp_path / "round.json"), "--round", "1"]  # parsed, not read
     args = parser.parse_args(argv)
     password = load_password(tmp_path, "hop-0")
     with_account = _session(args, "hop-0", _id_secret("hop-0", password))
@@ -119,6 +120,7 @@ def test_cli_derives_ids_from_the_password_or_the_private_key(tmp_path: Path) ->
 def test_reconnect_is_the_default_and_no_reconnect_turns_it_off(tmp_path: Path) -> None:
     parser = build_parser()
     base = ["clients", "--keys", str(tmp_path), "--k", "2", "--eps0", "1", "--values", "synthetic"]
+    base += ["--manifest", str(tmp_path / "round.json"), "--prefix", "p", "--round", "1"]
     off = _session(parser.parse_args([*base, "--no-reconnect"]), "clients-0", SECRET)
     assert set(off) == {"client_id"}  # no persistent session, no reconnection
     short = _session(parser.parse_args([*base, "--reconnect", "5"]), "clients-0", SECRET)
