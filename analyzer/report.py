@@ -87,16 +87,14 @@ def build_report(
     """The report of round ``round_id`` (docs/report-schema.md).
 
     JSON keys (``Report.to_json()``): ``round``, ``n_expected``, ``n_received`` (=
-    histogram.sum()), ``rejected`` (by reason, as given), ``k``, ``eps0``, ``histogram`` (the noisy counts), ``estimate``
-    (``distribution``: shuffle+INV, on the simplex; ``counts``: distribution * n_received),
-    ``estimator`` ("shuffle+INV"), ``privacy``, ``randomness`` (``randomness_name``: which
-    generator drove k-RR and the permutations), and with ``true_histogram``: ``true_histogram``,
-    ``tv_distance`` (keys ``shuffle``, ``shuffle+INV``, ``IBU``, ``gaussian``), ``IBU_method``
-    and ``baseline`` (the central Gaussian's sigma, eps, delta).
+    histogram.sum()), ``rejected`` (by reason), ``k``, ``eps0``, ``histogram`` (the noisy
+    counts), ``estimate`` (shuffle+INV ``distribution`` on the simplex, and as ``counts``),
+    ``estimator``, ``privacy``, ``randomness`` (``randomness_name``), and with
+    ``true_histogram``: ``true_histogram``, ``tv_distance``, ``IBU_method`` and ``baseline``.
 
     ``privacy``: the Tight accountant's guarantee for ``n`` = n_received - ``colluders`` (the
-    manifest's C; :func:`_privacy` says which keys and how); ``tv_distance``: the distance of each estimate to the truth
-    (:func:`_utility` says which estimates and what is None).
+    manifest's C; :func:`_privacy`); ``tv_distance``: each estimate's distance to the truth
+    (:func:`_utility`).
 
     Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
     counts, k not in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, ...).

@@ -8,6 +8,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import re
+from typing import Any
 
 import pytest
 
@@ -75,7 +76,7 @@ ARCHITECTURE = _tree((REPO_ROOT / "docs" / "architecture.md").read_text(), "-- "
 def _defined() -> set[type]:
     # The parts install from their own folders (pyproject.toml's package-dir): walk each.
     parts = ["accountant", "protocol", "clients", "shuffler", "analyzer", "simulations"]
-    packages = [(shuffledp.__path__, "shuffledp.")]
+    packages: list[tuple[Any, str]] = [(shuffledp.__path__, "shuffledp.")]
     for part in parts:
         package = importlib.import_module(f"shuffledp.{part}")
         packages.append((package.__path__, f"shuffledp.{part}."))
