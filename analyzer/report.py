@@ -92,12 +92,11 @@ def build_report(
     ``estimator``, ``privacy``, ``randomness`` (``randomness_name``), and with
     ``true_histogram``: ``true_histogram``, ``tv_distance``, ``IBU_method`` and ``baseline``.
 
-    ``privacy``: the Tight accountant's guarantee for ``n`` = n_received - ``colluders`` (the
-    manifest's C; :func:`_privacy`); ``tv_distance``: each estimate's distance to the truth
-    (:func:`_utility`).
+    ``privacy``: the guarantee for n_received - ``colluders`` (the manifest's C; :func:`_privacy`);
+    ``tv_distance``: each estimate's distance to the truth (:func:`_utility`).
 
-    Raises InvalidParameterError for inconsistent input (histogram not k non-negative integer
-    counts, k not in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, ...).
+    Raises InvalidParameterError for inconsistent input (histogram not k counts >= 0, k not
+    in [2, 2^32], eps0 not finite > 0, target_delta not in (0, 1), eps < 0, colluders < 0).
     """
     require_int("round_id", round_id, 0, MAX_ROUND_ID)
     require_int("k", k, 2, MAX_K)
