@@ -320,15 +320,17 @@ class Manifest:
             "rounds": list(self.rounds),
             "k": self.k,
             "labels": list(self.labels),
-            "eps0": self.eps0,
+            # float(): an int given in Python (eps0=4) must give the bytes a reader's float
+            # gives back ("4.0"), or a manifest built in code would not verify once read.
+            "eps0": float(self.eps0),
             "hops": [stage.to_json() for stage in self.hops],
             "analyzer": self.analyzer.to_json(),
             "clients": list(self.clients),
             "client_auth": self.client_auth,
             "expected": self.expected,
             "min_batch": self.min_batch,
-            "deadline": self.deadline,
-            "delta": self.delta,
+            "deadline": float(self.deadline),
+            "delta": float(self.delta),
             "colluders": self.colluders,
             "coordinator": self.coordinator.hex(),
         }

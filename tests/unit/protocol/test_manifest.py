@@ -71,6 +71,14 @@ def test_round_trip_of_any_valid_manifest(
     assert again.digest == manifest.digest
 
 
+def test_integers_for_real_fields_sign_what_a_reader_reads_back() -> None:
+    """eps0=4 (an int, as Python callers write it) signs the bytes of 4.0: read back from the
+    file, the manifest still verifies (it did not: simulate's analyzer refused it)."""
+    signed = sign_manifest(make_manifest(KEYS, eps0=4, deadline=60, delta=1e-6), KEYS.coordinator)
+    again = SignedManifest.from_json(json.loads(signed.dumps()))
+    assert again.verified(TRUSTED) == signed.manifest
+
+
 def test_signature_verifies_with_the_trusted_key_only() -> None:
     assert SIGNED.verified(TRUSTED) == SIGNED.manifest
     other = bytes(SigningKey.generate().verify_key)
