@@ -37,6 +37,13 @@ class BadVersion(RejectedMessage):
     reason: ClassVar[str] = "bad-version"
 
 
+class WrongManifest(RejectedMessage):
+    """A well-formed record sealed under another round manifest (its 32-byte digest is not the
+    one this round runs under: a report of another deployment, task or parameter set)."""
+
+    reason: ClassVar[str] = "wrong-manifest"
+
+
 class WrongRound(RejectedMessage):
     """A well-formed record from another round (a replay across rounds, or a stale client)."""
 
@@ -88,6 +95,7 @@ REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
     WrongLength,
     DecryptionFailed,
     BadVersion,
+    WrongManifest,
     WrongRound,
     ValueOutOfRange,
     Duplicate,

@@ -85,6 +85,7 @@ from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
+from tests.binding import MANIFEST_DIGEST
 from tests.conftest import require_mosquitto
 
 H = 3
@@ -106,6 +107,7 @@ def client_messages(n: int, *, seed: int, round_id: int = ROUND) -> list[bytes]:
         hop_public_keys=[kp.public for kp in HOPS],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(seed),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -118,6 +120,7 @@ FOREIGN = make_client_messages(  # addressed to another hop-0 key: decryption-fa
     hop_public_keys=[STRANGER.public, HOPS[1].public, HOPS[2].public],
     analyzer_public_key=ANALYZER.public,
     rng=SeededRandom(2),
+    manifest_digest=MANIFEST_DIGEST,
 )
 
 
@@ -230,7 +233,7 @@ def test_hop0_crash_at_every_offset_reloads_exactly_the_complete_records(tmp_pat
         contents = read_journal(crashed, identity)
         complete = sum(1 for end in ends[1:] if end <= cut)
         assert (
-            contents.bursts == [[m if len(m) == 224 else b"" for m in b] for b in bursts][:complete]
+            contents.bursts == [[m if len(m) == 256 else b"" for m in b] for b in bursts][:complete]
         )
         assert contents.valid_bytes == ends[complete] and contents.closed is None
         assert contents.dropped_bytes == cut - ends[complete]
@@ -390,10 +393,10 @@ def test_closed_batch_round_trip_and_nothing_after_it(tmp_path: Path) -> None:
             journal.append_closed(batch)
     contents = read_journal(tmp_path / identity.file_name, identity)
     assert contents.closed == batch  # the same messages in the same order, the same logs
-    refused = ClosedBatch(messages=[], item_length=176, refused="too few", log={}, stages={})
+    refused = ClosedBatch(messages=[], item_length=208, refused="too few", log={}, stages={})
     assert refused.refused == "too few"
     with pytest.raises(ValueError, match="refused batch releases no message"):
-        ClosedBatch(messages=output.messages, item_length=176, refused="x", log={}, stages={})
+        ClosedBatch(messages=output.messages, item_length=208, refused="x", log={}, stages={})
     with pytest.raises(ValueError, match="item_length = 100 bytes"):
         ClosedBatch(messages=output.messages, item_length=100, refused=None, log={}, stages={})
 
@@ -406,7 +409,7 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     for name, other in (
         ("expected_size", 7),
         ("min_batch", 2),
-        ("input_length", 264),
+        ("input_length", 296),
         ("key_id", "0" * 64),
     ):
         changed = JournalIdentity(
@@ -442,7 +445,7 @@ def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
         with pytest.raises(JournalError, match="locked by another running process"):
             HopJournal.open(state, identity)
         journal.append_inputs(POOL[:1])
-        assert journal.syncs == 1 and journal.bytes_written > 224
+        assert journal.syncs == 1 and journal.bytes_written > 256
     with HopJournal.open(state, identity) as again:  # released: usable again
         assert again.contents.inputs == 1
         again.remove()
@@ -484,7 +487,9 @@ def last_hop_batch(messages: list[bytes]) -> list[bytes]:
 
 
 def new_analyzer() -> AnalyzerRound:
-    return AnalyzerRound(round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private)
+    return AnalyzerRound(
+        round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private, manifest_digest=MANIFEST_DIGEST
+    )
 
 
 def analyzer_identity(*, n_expected: int = 9, prefix: str = PREFIX) -> JournalIdentity:
@@ -669,6 +674,7 @@ def truth_of(messages: list[bytes]) -> list[int]:
             peel(message, ANALYZER.private, expected_length=message_length(H, H)),
             expected_round=ROUND,
             k=K,
+            manifest_digest=MANIFEST_DIGEST,
         )
         counts[record.value] += 1
     return [counts[v] for v in range(K)]
@@ -1073,6 +1079,7 @@ class Round:
                 peel(message, analyzer, expected_length=message_length(H, H)),
                 expected_round=ROUND,
                 k=K,
+                manifest_digest=MANIFEST_DIGEST,
             )
             counts[record.value] += 1
         return [counts[v] for v in range(K)]
@@ -1330,13 +1337,17 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
         hop_public_keys=directory.hop_keys,
         analyzer_public_key=directory.analyzer_key,
         rng=SeededRandom(8),
+        manifest_digest=MANIFEST_DIGEST,
     )
     for index in range(H):
         layer = message_length(index, H)
         outputs = [peel(m, load_hop_key(keys, index), expected_length=layer) for m in outputs]
     truth: Counter[int] = Counter(
         decode_record(
-            peel(m, analyzer_key, expected_length=ANALYZER_ITEM), expected_round=ROUND, k=K
+            peel(m, analyzer_key, expected_length=ANALYZER_ITEM),
+            expected_round=ROUND,
+            k=K,
+            manifest_digest=MANIFEST_DIGEST,
         ).value
         for m in outputs
     )
@@ -1549,7 +1560,7 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
     async def restart_broker() -> None:
         journal = tmp_path / "state-0"
         async with asyncio.timeout(60):
-            while sum(p.stat().st_size for p in journal.glob("*.journal")) < n // 4 * 224:
+            while sum(p.stat().st_size for p in journal.glob("*.journal")) < n // 4 * 256:
                 await asyncio.sleep(0.005)
         await asyncio.to_thread(broker.stop)
         await asyncio.sleep(0.5)

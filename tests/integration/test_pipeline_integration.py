@@ -45,6 +45,7 @@ from shuffledp.protocol.topics import analyzer_topic
 from shuffledp.security.mosquitto_bounds import build_bounds_plugin
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.data.datasets import synthetic_values
+from tests.binding import MANIFEST_DIGEST
 from tests.conftest import default_sigint, require_mosquitto
 from tests.stats import tv_bound
 
@@ -138,6 +139,7 @@ async def _round(
                         peel(item, analyzer_keys.private, expected_length=length),
                         expected_round=ROUND,
                         k=k,
+                        manifest_digest=MANIFEST_DIGEST,
                     )
                     arrivals.append(record.value)
                 if assembler.complete:

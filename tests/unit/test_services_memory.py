@@ -49,6 +49,7 @@ from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message,
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
+from tests.binding import MANIFEST_DIGEST
 
 
 @pytest.fixture(autouse=True)
@@ -367,6 +368,7 @@ async def test_junk_at_hop_0_is_counted_by_reason_exactly() -> None:
         hop_public_keys=HOP_PUBLIC,
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(seed),
+        manifest_digest=MANIFEST_DIGEST,
     )
     length = message_length(0, H)
     gen = np.random.default_rng(11)
@@ -547,6 +549,7 @@ async def test_message_of_another_round_is_counted_wrong_round_by_the_analyzer()
         hop_public_keys=HOP_PUBLIC,
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(8),
+        manifest_digest=MANIFEST_DIGEST,
     )
     broker = MemoryBroker()
     stages = pipeline(broker, round_id=round_id, expected_size=n + stale)
@@ -643,6 +646,7 @@ async def test_hop_raises_not_ready_if_its_downstream_never_becomes_ready(n_hops
         hop_public_keys=HOP_PUBLIC[:n_hops],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(2),
+        manifest_digest=MANIFEST_DIGEST,
     )
     settings = hop_settings(0, round_id=round_id, expected_size=n, ready_timeout=0.3, n_hops=n_hops)
     egress = settings.egress

@@ -50,6 +50,7 @@ from shuffledp.security.access import (
 )
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.service import HopSettings, run_hop
+from tests.binding import MANIFEST_DIGEST
 from tests.unit.test_services_memory import (
     ANALYZER,
     EPS0,
@@ -210,6 +211,7 @@ def seal(
         analyzer_public_key=ANALYZER.public,
         rng=None if seed is None else SeededRandom(seed),
         credentials=credentials,
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
