@@ -7,8 +7,12 @@ check the values it gives them, so the tests use one fixed digest and fresh sign
 from __future__ import annotations
 
 import hashlib
+from typing import Any
 
-from nacl.signing import SigningKey
+from nacl.signing import SigningKey, VerifyKey
+
+from shuffledp.protocol.end_statement import EndStatement
+from shuffledp.protocol.frames import FrameAssembler, FrameSigner, encode_end
 
 #: The digest every test round runs under (any 32 bytes would do).
 MANIFEST_DIGEST = hashlib.sha256(b"shuffledp test round manifest").digest()
@@ -18,6 +22,68 @@ OTHER_DIGEST = hashlib.sha256(b"shuffledp another round manifest").digest()
 HOP_SIGNING_KEYS: tuple[SigningKey, ...] = tuple(SigningKey.generate() for _ in range(8))
 
 
-def upstream_verify_key(stage_index: int) -> object:
+def upstream_verify_key(stage_index: int) -> VerifyKey | None:
     """The verify key of the hop before stage ``stage_index`` (None for hop 0)."""
     return None if stage_index == 0 else HOP_SIGNING_KEYS[stage_index - 1].verify_key
+
+
+def hop_binding(hop_index: int) -> dict[str, Any]:
+    """The manifest's values for HopSettings of hop ``hop_index``."""
+    return {
+        "manifest_digest": MANIFEST_DIGEST,
+        "signing_key": HOP_SIGNING_KEYS[hop_index],
+        "upstream_verify_key": upstream_verify_key(hop_index),
+    }
+
+
+def analyzer_binding(n_hops: int) -> dict[str, Any]:
+    """The manifest's values for AnalyzerSettings after ``n_hops`` hops."""
+    return {"manifest_digest": MANIFEST_DIGEST, "upstream_verify_key": upstream_verify_key(n_hops)}
+
+
+def frame_signer(sender: int, round_id: int) -> FrameSigner:
+    """Hop ``sender``'s signature on its frames of round ``round_id`` of the test manifest."""
+    return FrameSigner(
+        manifest_digest=MANIFEST_DIGEST,
+        round_id=round_id,
+        sender=sender,
+        signing_key=HOP_SIGNING_KEYS[sender],
+    )
+
+
+def frame_assembler(round_id: int, upstream: int) -> FrameAssembler:
+    """The assembler of hop ``upstream``'s frames of round ``round_id`` of the test manifest."""
+    return FrameAssembler(
+        round_id, MANIFEST_DIGEST, upstream, HOP_SIGNING_KEYS[upstream].verify_key
+    )
+
+
+def signed_end(
+    *,
+    sender: int,
+    round_id: int,
+    frames: int,
+    messages: int,
+    item_length: int,
+    stages: dict[str, Any] | None = None,
+    aborted: str | None = None,
+) -> bytes:
+    """Hop ``sender``'s END frame for ``messages`` in ``frames`` data frames: a statement that
+    adds up (accepted = forwarded = messages, nothing rejected), carrying ``stages``."""
+    own = {"accepted": messages, "forwarded": messages, "rejected": {}}
+    name = f"hop-{sender}"
+    carried = dict(stages or {})
+    carried[name] = {**carried.get(name, {}), **own}
+    statement = EndStatement(
+        stage=name,
+        accepted=messages,
+        forwarded=messages,
+        frames=frames,
+        rejected={},
+        aborted=aborted,
+        upstream_end=None,
+        stages=carried,
+    )
+    return encode_end(
+        signer=frame_signer(sender, round_id), item_length=item_length, statement=statement
+    )

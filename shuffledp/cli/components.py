@@ -63,6 +63,8 @@ from shuffledp.security.keys import (
 )
 
 if TYPE_CHECKING:
+    from nacl.signing import SigningKey, VerifyKey
+
     from shuffledp.clients.service import ClientSettings
     from shuffledp.protocol.client_auth import ProcessCredentials
     from shuffledp.randomness import RandomSource
@@ -498,7 +500,7 @@ def _run_hop(args: argparse.Namespace) -> int:
             f"got {args.index}"
         )
     key = load_hop_key(args.keys, args.index)
-    settings = _hop_settings(args, directory.n_hops)
+    settings = _hop_settings(args, directory)
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client (secure by default, like accounts).
@@ -528,7 +530,28 @@ def _run_hop(args: argparse.Namespace) -> int:
     return _run(args, main())
 
 
-def _hop_settings(args: argparse.Namespace, n_hops: int) -> HopSettings:
+def _interim_round_binding(
+    args: argparse.Namespace, directory: PublicDirectory, stage: int
+) -> tuple[bytes, SigningKey | None, VerifyKey | None]:
+    """INTERIM, to be replaced by the signed round manifest (``--manifest``): the round's
+    manifest digest, stage ``stage``'s signing key (a hop's; None for the analyzer, stage
+    ``n_hops``, and for clients, stage -1) and its upstream hop's verify key (None for hop 0
+    and clients), derived from the flags and the key directory
+    (:mod:`shuffledp.security.interim_binding`)."""
+    from shuffledp.security.interim_binding import (
+        interim_manifest_digest,
+        interim_signing_key,
+        interim_verify_key,
+    )
+
+    digest = interim_manifest_digest(args.prefix, args.round, directory)
+    is_hop = 0 <= stage < directory.n_hops
+    signing = interim_signing_key(args.keys, directory, stage) if is_hop else None
+    upstream = interim_verify_key(args.keys, directory, stage - 1) if stage > 0 else None
+    return digest, signing, upstream
+
+
+def _hop_settings(args: argparse.Namespace, directory: PublicDirectory) -> HopSettings:
     """The hop's settings from its flags (--min-batch defaults to half of --expected)."""
     from shuffledp.shuffler.service import HopSettings
 
@@ -537,15 +560,20 @@ def _hop_settings(args: argparse.Namespace, n_hops: int) -> HopSettings:
         raise InvalidParameterError(
             f"--min-batch must be <= --expected = {args.expected}, got {min_batch}"
         )
+    digest, signing_key, upstream_verify_key = _interim_round_binding(args, directory, args.index)
+    assert signing_key is not None  # a hop's
     return HopSettings(
         prefix=args.prefix,
         round_id=args.round,
         hop_index=args.index,
-        n_hops=n_hops,
+        n_hops=directory.n_hops,
         expected_size=args.expected,
         min_batch=min_batch,
         deadline=args.deadline,
         accept_loss=args.accept_loss,
+        manifest_digest=digest,
+        signing_key=signing_key,
+        upstream_verify_key=upstream_verify_key,
     )
 
 
@@ -568,6 +596,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
     _check_paths(args)
     directory = load_public_directory(args.keys)
     key = load_analyzer_key(args.keys)
+    digest, _, upstream_verify_key = _interim_round_binding(args, directory, directory.n_hops)
+    assert upstream_verify_key is not None  # the last hop's
     settings = AnalyzerSettings(
         prefix=args.prefix,
         round_id=args.round,
@@ -579,6 +609,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         target_delta=args.delta,
         eps=args.eps,
         accept_loss=args.accept_loss,
+        manifest_digest=digest,
+        upstream_verify_key=upstream_verify_key,
     )
 
     username, password = _credentials(args, "analyzer")
@@ -615,7 +647,7 @@ def _run_clients(args: argparse.Namespace) -> int:
     directory = load_public_directory(args.keys)
     rng = default_source(args.seed)
     values = _client_values(args, rng)
-    settings = _client_settings(args)
+    settings = _client_settings(args, directory)
     process = None if args.no_auth else _client_process_index(args.name)
     username, password = _credentials(args, args.name)
     credentials = None if process is None else load_process_credentials(args.keys, process)
@@ -657,10 +689,12 @@ def _client_values(args: argparse.Namespace, rng: RandomSource) -> npt.NDArray[n
     return values
 
 
-def _client_settings(args: argparse.Namespace) -> ClientSettings:
+def _client_settings(args: argparse.Namespace, directory: PublicDirectory) -> ClientSettings:
     from shuffledp.clients.service import ClientSettings
 
+    digest, _, _ = _interim_round_binding(args, directory, -1)
     return ClientSettings(
+        manifest_digest=digest,
         prefix=args.prefix,
         round_id=args.round,
         k=args.k,

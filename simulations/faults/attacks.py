@@ -32,6 +32,7 @@ from shuffledp.protocol.topics import ingress_topic
 from shuffledp.protocol.transport import publish_all
 from shuffledp.randomness import default_source
 from shuffledp.security.access import load_password, load_process_credentials
+from shuffledp.security.interim_binding import interim_manifest_digest
 from shuffledp.security.keys import load_public_directory
 from shuffledp.simulations.data.datasets import synthetic_values
 
@@ -171,6 +172,8 @@ async def fill_round(
             k=k,
             eps0=eps0,
             round_id=round_id,
+            # INTERIM: the round manifest's digest once it exists (issue 23)
+            manifest_digest=interim_manifest_digest(prefix, round_id, directory),
             hop_public_keys=directory.hop_keys,
             analyzer_public_key=directory.analyzer_key,
             credentials=[credentials.credential(first_client + i) for i in range(count)],

@@ -61,7 +61,7 @@ from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.protocol import decode_record, generate_keypair, message_length, peel
-from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
+from shuffledp.protocol.frames import FrameAssembler, encode_batch
 from shuffledp.protocol.journal import (
     KIND_CLOSED,
     MAGIC,
@@ -85,7 +85,14 @@ from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
-from tests.binding import MANIFEST_DIGEST
+from tests.binding import (
+    MANIFEST_DIGEST,
+    analyzer_binding,
+    frame_assembler,
+    frame_signer,
+    hop_binding,
+    signed_end,
+)
 from tests.conftest import require_mosquitto
 
 H = 3
@@ -146,6 +153,7 @@ def identity_of(hop: HopRound, *, prefix: str = PREFIX) -> JournalIdentity:
         expected_size=hop.expected_size,
         min_batch=hop.min_batch,
         key_id=JournalIdentity.key_id_of(bytes(HOPS[hop.hop_index].public)),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -196,7 +204,7 @@ def record_ends(data: bytes) -> list[int]:
 
 def rebuilt(identity: JournalIdentity, contents: JournalContents, index: int) -> HopRound:
     hop = new_hop(index, expected_size=identity.expected_size)
-    assembler = FrameAssembler(ROUND) if index else None
+    assembler = frame_assembler(ROUND, index - 1) if index else None
     replay(contents, hop, assembler)
     return hop
 
@@ -301,9 +309,11 @@ def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> No
     upstream.offer_many(POOL)
     batch = upstream.close().messages
     item = message_length(1, H)
-    frames = encode_batch(batch, round_id=ROUND, item_length=item, frame_bytes=3 * item)
-    end = encode_end(
-        round_id=ROUND, frames=len(frames), messages=len(batch), item_length=item, log={"s": 1}
+    frames = encode_batch(
+        batch, signer=frame_signer(0, ROUND), item_length=item, frame_bytes=3 * item
+    )
+    end = signed_end(
+        sender=0, round_id=ROUND, frames=len(frames), messages=len(batch), item_length=item
     )
     bursts = [[frames[0]], [frames[1], frames[0], b"junk"], [end, frames[2]], [frames[1]]]
     hop = new_hop(1, expected_size=9)
@@ -314,7 +324,7 @@ def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> No
 
     def observed(index: int, contents: JournalContents) -> tuple[Any, ...]:
         target = new_hop(1, expected_size=9)
-        assembler = FrameAssembler(ROUND)
+        assembler = frame_assembler(ROUND, 0)
         replay(contents, target, assembler)
         frame_state = (
             assembler.rejected,
@@ -413,7 +423,8 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
         ("key_id", "0" * 64),
     ):
         changed = JournalIdentity(
-            **{**{k: v for k, v in fields.items() if k != "format"}, name: other}
+            **{**{k: v for k, v in fields.items() if k != "format"}, name: other},
+            manifest_digest=MANIFEST_DIGEST,
         )
         assert changed.file_name == identity.file_name  # same file: the header must tell
         with pytest.raises(JournalError, match=rf"belongs to {name} = "):
@@ -433,7 +444,10 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="not a journal of format"):
         HopJournal.open(tmp_path / "junk", identity)
     with pytest.raises(ValueError, match="key_id must be 64 lowercase hex"):
-        JournalIdentity(**{**{k: v for k, v in fields.items() if k != "format"}, "key_id": "ab"})
+        JournalIdentity(
+            **{**{k: v for k, v in fields.items() if k != "format"}, "key_id": "ab"},
+            manifest_digest=MANIFEST_DIGEST,
+        )
 
 
 def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
@@ -464,14 +478,18 @@ def last_hop_frames(batch: list[bytes], *, per_frame: int) -> tuple[list[bytes],
     """The data frames (``per_frame`` messages each) and END frame the last hop (hop 2)
     publishes for ``batch`` in round ROUND."""
     frames = encode_batch(
-        batch, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=per_frame * ANALYZER_ITEM
+        batch,
+        signer=frame_signer(H - 1, ROUND),
+        item_length=ANALYZER_ITEM,
+        frame_bytes=per_frame * ANALYZER_ITEM,
     )
-    end = encode_end(
+    end = signed_end(
+        sender=H - 1,
         round_id=ROUND,
         frames=len(frames),
         messages=len(batch),
         item_length=ANALYZER_ITEM,
-        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
+        stages={"hop-2": {"randomness": "seeded"}},
     )
     return frames, end
 
@@ -501,6 +519,7 @@ def analyzer_identity(*, n_expected: int = 9, prefix: str = PREFIX) -> JournalId
         input_length=new_analyzer().input_length,
         expected_size=n_expected,
         key_id=JournalIdentity.key_id_of(bytes(ANALYZER.public)),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -517,16 +536,17 @@ ANALYZER_BATCH = last_hop_batch(POOL)
 # One forged item of the right length in the last hop's output: decryption-failed.
 ANALYZER_FRAMES = encode_batch(
     [*ANALYZER_BATCH, secrets.token_bytes(ANALYZER_ITEM)],
-    round_id=ROUND,
+    signer=frame_signer(H - 1, ROUND),
     item_length=ANALYZER_ITEM,
     frame_bytes=2 * ANALYZER_ITEM,
 )
-ANALYZER_END = encode_end(
+ANALYZER_END = signed_end(
+    sender=H - 1,
     round_id=ROUND,
     frames=len(ANALYZER_FRAMES),
     messages=len(ANALYZER_BATCH) + 1,
     item_length=ANALYZER_ITEM,
-    log={"stages": {"hop-2": {"randomness": "seeded"}}, "aborted": None},
+    stages={"hop-2": {"randomness": "seeded"}},
 )
 
 
@@ -548,13 +568,13 @@ def test_analyzer_crash_at_every_offset_reloads_exactly_the_complete_records(
     assert len(ends) == 1 + len(bursts) and len(data) < 4 * 1024
 
     def state_after(contents: JournalContents) -> Any:
-        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        analyzer, assembler = new_analyzer(), frame_assembler(ROUND, H - 1)
         replay(contents, analyzer, assembler)
         return analyzer_state(analyzer, assembler, ANALYZER_BATCH)
 
     reference = []
     for j in range(len(bursts) + 1):
-        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        analyzer, assembler = new_analyzer(), frame_assembler(ROUND, H - 1)
         for burst in bursts[:j]:
             feed_inputs(analyzer, assembler, burst)
         reference.append(analyzer_state(analyzer, assembler, ANALYZER_BATCH))
@@ -591,7 +611,7 @@ def test_analyzer_journal_identity_and_no_closed_batch(tmp_path: Path) -> None:
     write_journal(tmp_path, identity, [[ANALYZER_FRAMES[0]]])
     fields = {name: value for name, value in identity.as_json().items() if name != "format"}
     for name, other in (("k", K + 1), ("expected_size", 10), ("key_id", "0" * 64)):
-        changed = JournalIdentity(**{**fields, name: other})
+        changed = JournalIdentity(**{**fields, name: other}, manifest_digest=MANIFEST_DIGEST)
         with pytest.raises(JournalError, match=rf"belongs to {name} = .* this analyzer has"):
             HopJournal.open(tmp_path, changed)
     with HopJournal.open(tmp_path, identity) as journal:
@@ -609,16 +629,18 @@ def test_analyzer_journal_identity_and_no_closed_batch(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="of the analyzer journal is not an input burst"):
         read_journal(path, identity)
     with pytest.raises(ValueError, match="analyzer's journal has no min_batch"):
-        JournalIdentity(**{**fields, "min_batch": 1})
+        JournalIdentity(**{**fields, "min_batch": 1}, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(ValueError, match="k must be in"):
-        JournalIdentity(**{**fields, "k": 1})
+        JournalIdentity(**{**fields, "k": 1}, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(ValueError, match="hop_index must be in"):
-        JournalIdentity(**{**fields, "hop_index": H + 1})
+        JournalIdentity(**{**fields, "hop_index": H + 1}, manifest_digest=MANIFEST_DIGEST)
     hop_fields = {n: v for n, v in identity_of(new_hop(0, expected_size=6)).as_json().items()}
     hop_fields.pop("format")
     with pytest.raises(ValueError, match="a hop's journal has no k"):
-        JournalIdentity(**hop_fields, k=K)
-    assert "k" not in JournalIdentity(**hop_fields).as_json()  # hop headers are unchanged
+        JournalIdentity(**hop_fields, k=K, manifest_digest=MANIFEST_DIGEST)
+    assert (
+        "k" not in JournalIdentity(**hop_fields, manifest_digest=MANIFEST_DIGEST).as_json()
+    )  # hop headers are unchanged
 
 
 # --- the service over the in-memory broker -----------------------------------------------------
@@ -634,6 +656,7 @@ def hop_settings(index: int, n: int, prefix: str = PREFIX) -> HopSettings:
         min_batch=n,
         deadline=30.0,
         ready_timeout=30.0,
+        **hop_binding(index),
     )
 
 
@@ -660,7 +683,14 @@ async def wait_ready(broker: MemoryBroker, stage: str) -> None:
 
 def analyzer_settings(n: int) -> AnalyzerSettings:
     return AnalyzerSettings(
-        prefix=PREFIX, round_id=ROUND, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=30.0
+        prefix=PREFIX,
+        round_id=ROUND,
+        k=K,
+        eps0=EPS0,
+        n_hops=H,
+        n_expected=n,
+        deadline=30.0,
+        **analyzer_binding(H),
     )
 
 
@@ -788,7 +818,7 @@ async def test_service_hop1_stopped_after_release_publishes_the_same_batch(
         except TimeoutError:
             break
         observed.append(message.payload)
-    assembler = FrameAssembler(ROUND)
+    assembler = frame_assembler(ROUND, 1)
     published = [item for frame in observed for item in assembler.add(frame)]
     assert published == closed.messages  # the journaled order, not a new permutation
     assert not path.exists()
@@ -1368,6 +1398,7 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
         input_length=ANALYZER_ITEM,
         expected_size=n,
         key_id=JournalIdentity.key_id_of(bytes(directory.analyzer_key)),
+        manifest_digest=MANIFEST_DIGEST,
     )
     path = state / identity.file_name
     ingress = analyzer_topic(prefix, ROUND)
@@ -1524,6 +1555,7 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
                     expected_size=n,
                     min_batch=n,
                     deadline=90,
+                    **hop_binding(index),
                 ),
                 HOPS[index].private,
                 state_dir=tmp_path / f"state-{index}",
@@ -1531,14 +1563,28 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
 
     async def analyzer() -> dict[str, Any]:
         settings = AnalyzerSettings(
-            prefix=prefix, round_id=ROUND, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=90
+            prefix=prefix,
+            round_id=ROUND,
+            k=K,
+            eps0=EPS0,
+            n_hops=H,
+            n_expected=n,
+            deadline=90,
+            **analyzer_binding(H),
         )
         async with transport("an") as t:
             return await run_analyzer(t, settings, ANALYZER.private)
 
     async def clients() -> None:
         values = np.arange(n, dtype=np.int64) % K
-        settings = ClientSettings(prefix=prefix, round_id=ROUND, k=K, eps0=EPS0, max_in_flight=16)
+        settings = ClientSettings(
+            prefix=prefix,
+            round_id=ROUND,
+            k=K,
+            eps0=EPS0,
+            max_in_flight=16,
+            manifest_digest=MANIFEST_DIGEST,
+        )
         async with transport("cl") as t:
             await run_clients(
                 t,

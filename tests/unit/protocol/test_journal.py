@@ -41,6 +41,7 @@ from shuffledp.protocol.journal import (
     JournalIdentity,
     read_journal,
 )
+from tests.binding import MANIFEST_DIGEST
 
 IDENTITY = JournalIdentity(
     prefix="test/journal",
@@ -51,6 +52,7 @@ IDENTITY = JournalIdentity(
     expected_size=50,
     min_batch=1,
     key_id="ab" * 32,
+    manifest_digest=MANIFEST_DIGEST,
 )
 BURSTS = [[bytes([i]) * (10 + 7 * i), bytes([100 + i]) * (3 * i)] for i in range(6)]
 
