@@ -249,10 +249,11 @@ class FrameAssembler:
         require_int("upstream", self.upstream, 0, MAX_SENDER)
         require_verify_key(self.verify_key)
 
-    def add(self, payload: bytes) -> Iterator[bytes]:
+    def add(self, payload: bytes | bytearray | memoryview) -> Iterator[bytes]:
         """The messages of ``payload`` if it is a new, genuine, well-formed data frame (else
         nothing; a genuine END frame records the batch's size and statement). Never raises for
-        any bytes."""
+        any bytes-like input."""
+        payload = bytes(payload)  # no copy for bytes; a view or bytearray is read once
         if len(payload) < HEADER.size + SIGNATURE_SIZE:
             return self._drop(MALFORMED_FRAME)
         magic, version, kind, sender, digest, round_id, seq, count, item_length = (

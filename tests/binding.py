@@ -7,6 +7,7 @@ check the values it gives them, so the tests use one fixed digest and fresh sign
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
 from typing import Any
 
 from nacl.signing import SigningKey, VerifyKey
@@ -67,9 +68,11 @@ def signed_end(
     item_length: int,
     stages: dict[str, Any] | None = None,
     aborted: str | None = None,
+    signer: FrameSigner | None = None,
 ) -> bytes:
     """Hop ``sender``'s END frame for ``messages`` in ``frames`` data frames: a statement that
-    adds up (accepted = forwarded = messages, nothing rejected), carrying ``stages``."""
+    adds up (accepted = forwarded = messages, nothing rejected), carrying ``stages``; signed by
+    ``signer`` (default: hop ``sender``'s test key, for the test manifest)."""
     own = {"accepted": messages, "forwarded": messages, "rejected": {}}
     name = f"hop-{sender}"
     carried = dict(stages or {})
@@ -84,6 +87,26 @@ def signed_end(
         upstream_end=None,
         stages=carried,
     )
-    return encode_end(
-        signer=frame_signer(sender, round_id), item_length=item_length, statement=statement
+    if signer is None:
+        signer = frame_signer(sender, round_id)
+    return encode_end(signer=signer, item_length=item_length, statement=statement)
+
+
+def interim_binding(
+    keys: Path, prefix: str, round_id: int, sender: int
+) -> tuple[bytes, FrameSigner]:
+    """INTERIM (until the round manifest): the digest the command-line processes of a round
+    derive from ``keys``, and hop ``sender``'s frame signer as they derive it (for a test that
+    plays a hop against them)."""
+    from shuffledp.security.interim_binding import interim_manifest_digest, interim_signing_key
+    from shuffledp.security.keys import load_public_directory
+
+    directory = load_public_directory(keys)
+    digest = interim_manifest_digest(prefix, round_id, directory)
+    signer = FrameSigner(
+        manifest_digest=digest,
+        round_id=round_id,
+        sender=sender,
+        signing_key=interim_signing_key(keys, directory, sender),
     )
+    return digest, signer

@@ -10,7 +10,8 @@ line and the simulations derive them here:
 - the signing keys: ``KEYS/hop-<i>.sign`` (hex of the 32-byte Ed25519 seed) and the verify keys
   from ``public.json``'s ``"signing"`` object, once ``keys init`` writes them; a key directory
   without them gets keys derived from the public box keys, which ANYONE can derive: they bind
-  frames to a stage and a round but authenticate nothing (a warning says so).
+  frames to a stage and a round but authenticate nothing (logged at INFO level, not as a
+  warning: a command's stderr keeps its one line).
 """
 
 from __future__ import annotations
@@ -55,7 +56,7 @@ def _published_signing_keys(keys: str | os.PathLike[str]) -> dict[str, str] | No
 
 
 def _insecure_seed(directory: PublicDirectory, hop_index: int) -> bytes:
-    logger.warning(
+    logger.info(
         "INTERIM: the key directory has no signing keys (public.json 'signing'); hop-%d's "
         "frame signatures use a key derived from public data and authenticate nothing",
         hop_index,

@@ -542,3 +542,10 @@ def test_arbitrary_bytes_never_raise_and_yield_nothing(payloads: list[bytes]) ->
     assert feed(target, payloads) == []
     assert sum(target.rejected.values()) == len(payloads)
     assert target.statement is None
+
+
+def test_a_view_or_bytearray_of_a_frame_is_taken_like_its_bytes() -> None:
+    for wrapper in (bytearray, memoryview):
+        target = assembler()
+        assert feed(target, [wrapper(GENUINE_DATA), wrapper(GENUINE_END)]) == BATCH  # type: ignore[list-item]
+        assert target.complete
