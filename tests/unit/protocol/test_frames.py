@@ -257,7 +257,7 @@ def test_a_forged_data_frame_0_ahead_of_the_real_one_does_not_shadow_it() -> Non
     forged = [
         data_frame(garbage, seq=0, key=STRANGER),  # signed by another key
         data_frame(garbage, seq=0)[:-64] + bytes(64),  # no signature
-        data_frame(garbage, seq=0)[:-1] + b"\x00",  # a signature of other bytes
+        _with_byte(data_frame(garbage, seq=0), -1, data_frame(garbage, seq=0)[-1] ^ 1),
     ]
     target = assembler()
     assert feed(target, forged) == []
@@ -549,3 +549,31 @@ def test_a_view_or_bytearray_of_a_frame_is_taken_like_its_bytes() -> None:
         target = assembler()
         assert feed(target, [wrapper(GENUINE_DATA), wrapper(GENUINE_END)]) == BATCH  # type: ignore[list-item]
         assert target.complete
+
+
+JSON_VALUES = st.recursive(
+    st.none() | st.booleans() | st.integers(-3, 10) | st.text(max_size=6),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner),
+    max_leaves=6,
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    key=st.sampled_from(["stage", "accepted", "forwarded", "frames", "rejected", "aborted"]),
+    value=JSON_VALUES,
+)
+def test_a_genuinely_signed_statement_with_any_count_changed_is_refused(
+    key: str, value: Any
+) -> None:
+    """The hop itself signs a statement with one of its counts (or its name, or its refusal)
+    changed to any JSON value: unless the value is the original, it does not add up with the
+    header and its own log, and is forged-end, never an exception, never a closed batch."""
+    body = statement(forwarded=5, frames=1)
+    body[key] = value
+    target = assembler()
+    assert list(target.add(end_frame(frames=1, messages=5, body=body))) == []
+    if json.dumps(value) == json.dumps(statement(forwarded=5, frames=1)[key]):  # True != 1
+        assert target.statement is not None
+    else:
+        assert target.rejected == counters(forged_end=1) and target.statement is None
