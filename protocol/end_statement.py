@@ -27,14 +27,15 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from shuffledp.protocol.errors import ForgedEnd
+
 __all__ = ["EndStatement", "StatementError"]
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
 
-
-class StatementError(ValueError):
-    """An END statement that is not well formed or does not add up (the message says which
-    rule); the frame assembler counts it, it is never raised past it."""
+StatementError = ForgedEnd
+"""An END statement that is not well formed or does not add up (the message says which rule):
+the frame assembler counts it as ``forged-end``, it is never raised past it."""
 
 
 def _count(value: object, name: str) -> int:

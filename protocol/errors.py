@@ -84,6 +84,13 @@ class ClientAlreadyReported(RejectedMessage):
     reason: ClassVar[str] = "client-already-reported"
 
 
+class ForgedEnd(RejectedMessage):
+    """An END frame whose statement, signed or not, is not well formed or does not add up
+    (protocol/end_statement.py; the frame assembler counts it per frame, not per message)."""
+
+    reason: ClassVar[str] = "forged-end"
+
+
 CLIENT_AUTH_REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
     UnknownClient,
     BadAuthenticator,

@@ -64,6 +64,7 @@ from nacl.signing import SigningKey, VerifyKey
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.end_statement import EndStatement, StatementError
+from shuffledp.protocol.errors import ForgedEnd
 from shuffledp.protocol.record import MAX_ROUND_ID, require_manifest_digest
 from shuffledp.validation import require_int
 
@@ -102,7 +103,7 @@ MAX_END_BODY = 1 << 20
 MALFORMED_FRAME = "malformed-frame"
 DUPLICATE_FRAME = "duplicate-frame"
 FORGED_FRAME = "forged-frame"
-FORGED_END = "forged-end"
+FORGED_END = ForgedEnd.reason
 REPLAYED_FRAME = "replayed-frame"
 REPLAYED_END = "replayed-end"
 FRAME_REJECTION_REASONS: tuple[str, ...] = (
