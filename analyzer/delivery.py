@@ -11,6 +11,12 @@ published report from it: a leg per stage that ran (a hop without a log, whose b
 came, is skipped: the leg spans it), ending at the first stage that refused the round. Its
 ``message`` is the loss's one line (``lost 1,613 of 20,000 reports between clients and
 hop-0``); several legs with losses are listed one after the other.
+
+Each stage after hop 0 takes its input in frames its upstream hop signed, so a message it
+refuses as ``batch-full`` or ``decryption-failed`` is a report lost on that leg, not junk
+screened out (protocol/delivery.py, ``GENUINE_LOSS_REASONS``): a leg's ``rejected`` counts only
+the other reasons, and the loss's line names these, e.g. ``lost 500 of 2,000 reports between
+hop-0 and hop-1 (batch-full 500)``.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from shuffledp.analyzer.records import Delivery, DeliveryLeg
-from shuffledp.protocol.delivery import leg_name, loss_line
+from shuffledp.protocol.delivery import leg_name, loss_line, loss_reasons, screened
 
 __all__ = ["account_delivery"]
 
@@ -29,12 +35,10 @@ def _count(log: Mapping[str, Any], key: str) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
-def _rejected(log: Mapping[str, Any]) -> int:
-    """The messages a stage rejected (its ``rejected`` counter summed; 0 if unreadable)."""
-    counts = log.get("rejected")
-    if not isinstance(counts, Mapping):
-        return 0
-    return sum(_count(counts, reason) or 0 for reason in counts)
+def _rejected(log: object) -> Mapping[str, Any]:
+    """A stage's ``rejected`` counters (empty if unreadable)."""
+    counts = log.get("rejected") if isinstance(log, Mapping) else None
+    return counts if isinstance(counts, Mapping) else {}
 
 
 def account_delivery(
@@ -47,8 +51,9 @@ def account_delivery(
     accept_loss: bool,
 ) -> Delivery:
     """The Delivery of a round of ``expected`` reports whose analyzer counted ``received``
-    and rejected ``rejected`` messages, from the hops' logs in ``stages`` (module docstring).
-    ``accept_loss``: the loss, if any, is published knowingly."""
+    and screened out ``rejected`` messages (its rejections but the genuine-loss reasons), from
+    the hops' logs in ``stages`` (module docstring; the analyzer's own log, if there, names the
+    reasons of its loss). ``accept_loss``: the loss, if any, is published knowingly."""
     legs: list[DeliveryLeg] = []
     source, sent = "clients", expected
     clients_sent: int | None = None
@@ -61,9 +66,9 @@ def account_delivery(
         if index == 0:
             clients_sent = _count(log, "clients_sent")
         sink = f"hop-{index}"
-        screened = _rejected(log) if legs else 0  # hop 0 rejects no genuine report
+        accounted = screened(_rejected(log)) if legs else 0  # hop 0 rejects no genuine report
         legs.append(
-            DeliveryLeg(source=source, sink=sink, sent=sent, counted=accepted, rejected=screened)
+            DeliveryLeg(source=source, sink=sink, sent=sent, counted=accepted, rejected=accounted)
         )
         forwarded = _count(log, "forwarded") or 0
         if forwarded == 0 and accepted > 0:  # it refused the round: nothing went further
@@ -78,7 +83,14 @@ def account_delivery(
         )
     lost = sum(leg.lost for leg in legs)
     lines = [
-        loss_line(leg.lost, leg.sent, leg_name(leg.source, leg.sink)) for leg in legs if leg.lost
+        loss_line(
+            leg.lost,
+            leg.sent,
+            leg_name(leg.source, leg.sink),
+            loss_reasons(_rejected(stages.get(leg.sink))) if index else "",
+        )
+        for index, leg in enumerate(legs)
+        if leg.lost
     ]
     if lines and clients_sent is not None and legs[0].lost:
         lines[0] += f" (the client processes said they sent {clients_sent:,})"

@@ -579,9 +579,11 @@ def require_stages(name: str, stages: object) -> Mapping[str, JsonObject]:
 class DeliveryLeg:
     """One leg of the round's delivery: ``source`` ("clients", "hop-0", ...) handed ``sent``
     messages to ``sink`` ("hop-0", ..., "analyzer"), which counted (accepted) ``counted`` of
-    them and rejected ``rejected`` by reason (counted in the report's ``rejected``: a message a
+    them and screened out ``rejected`` (counted in the report's ``rejected``: a message a
     stage screened out is accounted for, not lost). On the first leg ``sent`` is the round's
-    expected reports and ``rejected`` 0: what hop 0 rejects is not a genuine report."""
+    expected reports and ``rejected`` 0: what hop 0 rejects is not a genuine report; on a later
+    leg ``batch-full`` and ``decryption-failed`` are not in ``rejected``: the messages came in
+    the upstream's signed frames, so they are lost (protocol/delivery.py)."""
 
     source: str
     sink: str

@@ -10,8 +10,8 @@ counted under its slug (``AnalyzerRound.rejected``, every slug of
 2. ``duplicate``: the SHA-256 digest of the ciphertext is in the round's seen-set (every
    ciphertext of the right length that reaches this step is added);
 3. ``decryption-failed``: the layer does not open with the analyzer's private key;
-4. then :func:`shuffledp.protocol.decode_record` with this round and k: ``bad-version``,
-   ``wrong-round``, ``value-out-of-range``.
+4. then :func:`shuffledp.protocol.decode_record` with this round, manifest digest and k:
+   ``bad-version``, ``wrong-manifest``, ``wrong-round``, ``value-out-of-range``.
 
 A message that passes is one report: its value's bin of the histogram grows by one. No bytes
 input makes ``offer`` raise. Guarantees: ``histogram().sum() == n_received`` and
@@ -28,7 +28,12 @@ from nacl.public import PrivateKey
 
 from shuffledp.protocol.errors import REJECTION_REASONS, RejectedMessage
 from shuffledp.protocol.onion import message_length, peel, require_private_key
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, decode_record
+from shuffledp.protocol.record import (
+    MAX_K,
+    MAX_ROUND_ID,
+    decode_record,
+    require_manifest_digest,
+)
 from shuffledp.protocol.screen import Mapper, MessageScreen
 from shuffledp.validation import require_int
 
@@ -40,14 +45,24 @@ class AnalyzerRound:
 
     Parameters (keyword-only, validated: InvalidParameterError naming the rule and the value):
     ``round_id`` in [0, 2^64), ``k`` in [2, 2^32], ``n_hops >= 1``, ``private_key`` a nacl
-    PrivateKey (the analyzer's).
+    PrivateKey (the analyzer's), ``manifest_digest`` the 32-byte digest of the round manifest
+    (a record of another manifest is ``wrong-manifest``).
     """
 
-    def __init__(self, *, round_id: int, k: int, n_hops: int, private_key: PrivateKey) -> None:
+    def __init__(
+        self,
+        *,
+        round_id: int,
+        k: int,
+        n_hops: int,
+        private_key: PrivateKey,
+        manifest_digest: bytes,
+    ) -> None:
         require_int("round_id", round_id, 0, MAX_ROUND_ID)
         require_int("k", k, 2, MAX_K)
         require_int("n_hops", n_hops, 1)
         require_private_key(private_key)
+        self._manifest_digest = require_manifest_digest(manifest_digest)
         self._round_id = round_id
         self._k = k
         self._n_hops = n_hops
@@ -64,6 +79,10 @@ class AnalyzerRound:
     @property
     def k(self) -> int:
         return self._k
+
+    @property
+    def manifest_digest(self) -> bytes:
+        return self._manifest_digest
 
     @property
     def n_hops(self) -> int:
@@ -101,6 +120,7 @@ class AnalyzerRound:
                 peel(data, self._key, expected_length=self._screen.length),
                 expected_round=self._round_id,
                 k=self._k,
+                manifest_digest=self._manifest_digest,
             )
         except RejectedMessage as exc:
             return self._reject(exc.reason)
@@ -140,6 +160,7 @@ class AnalyzerRound:
                 peel(data, self._key, expected_length=self._screen.length),
                 expected_round=self._round_id,
                 k=self._k,
+                manifest_digest=self._manifest_digest,
             )
         except RejectedMessage as exc:
             return exc.reason

@@ -38,10 +38,11 @@ import json
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from nacl.public import PrivateKey
+from nacl.signing import VerifyKey
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
 from shuffledp.analyzer.delivery import account_delivery
@@ -49,9 +50,10 @@ from shuffledp.analyzer.records import AnalyzerTimings, Delivery, PublishedRepor
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.errors import InvalidParameterError
-from shuffledp.protocol.frames import FrameAssembler
+from shuffledp.protocol.delivery import screened
+from shuffledp.protocol.frames import FrameAssembler, require_verify_key
 from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs, replay
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.stage import CollectClock, Stage
@@ -76,7 +78,11 @@ class AnalyzerSettings:
     the guarantee asked for: eps at ``target_delta`` (default) or the delta bracket at ``eps``.
     ``accept_loss`` (``--accept-loss``): publish the round even if fewer than ``n_expected``
     reports were counted (the report says so); without it such a round is refused with the
-    loss's one line (``delivery.message``) and no histogram."""
+    loss's one line (``delivery.message``) and no histogram.
+
+    What binds the analyzer to its round (from the round manifest): ``manifest_digest`` (32
+    bytes: every record and frame must say it) and ``upstream_verify_key`` (the last hop's
+    Ed25519 verify key: its frames and END statement must verify with it)."""
 
     prefix: str
     round_id: int
@@ -85,6 +91,8 @@ class AnalyzerSettings:
     n_hops: int
     n_expected: int
     deadline: float
+    manifest_digest: bytes
+    upstream_verify_key: VerifyKey = field(repr=False)
     target_delta: float = 1e-6
     eps: float | None = None
     accept_loss: bool = False
@@ -110,6 +118,18 @@ class AnalyzerSettings:
                 f"--accept-loss must be True or False, got {self.accept_loss!r}"
             )
         require_int("colluders", self.colluders, 0, self.n_expected - 1)
+        require_manifest_digest(self.manifest_digest)
+        require_verify_key(
+            self.upstream_verify_key,
+            f"upstream_verify_key (hop-{self.n_hops - 1}'s signing key, whose frames the "
+            "analyzer takes)",
+        )
+
+    def frame_assembler(self) -> FrameAssembler:
+        """The assembler of the last hop's frames."""
+        return FrameAssembler(
+            self.round_id, self.manifest_digest, self.n_hops - 1, self.upstream_verify_key
+        )
 
 
 async def run_analyzer(
@@ -139,7 +159,11 @@ async def run_analyzer(
             f"settings must be AnalyzerSettings, got {type(settings).__name__}"
         )
     analyzer = AnalyzerRound(
-        round_id=settings.round_id, k=settings.k, n_hops=settings.n_hops, private_key=private_key
+        round_id=settings.round_id,
+        k=settings.k,
+        n_hops=settings.n_hops,
+        private_key=private_key,
+        manifest_digest=settings.manifest_digest,
     )
     journal: HopJournal | None = None
     if state_dir is not None:
@@ -152,6 +176,7 @@ async def run_analyzer(
             input_length=analyzer.input_length,
             expected_size=settings.n_expected,
             key_id=JournalIdentity.key_id_of(bytes(private_key.public_key)),
+            manifest_digest=settings.manifest_digest,
         )
         journal = await asyncio.to_thread(HopJournal.open, state_dir, identity)
     try:
@@ -215,7 +240,7 @@ async def _run_analyzer(
     true_histogram: Any,
     baseline_rng: Any,
 ) -> dict[str, Any]:
-    assembler = FrameAssembler(settings.round_id)
+    assembler = settings.frame_assembler()
     async with (
         peel_pool(STAGE) as mapper,
         Stage(transport, prefix=settings.prefix, round_id=settings.round_id, name=STAGE) as stage,
@@ -340,7 +365,7 @@ def _report(
         stages=stages,
         n_hops=settings.n_hops,
         received=analyzer.n_received,
-        rejected=sum(analyzer.rejected.values()),
+        rejected=screened(analyzer.rejected),
         accept_loss=settings.accept_loss,
     )
     aborted = (intake.assembler.log or {}).get("aborted")

@@ -15,7 +15,12 @@ from shuffledp.clients.krr import krr_randomize
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientCredential, seal_envelope
 from shuffledp.protocol.onion import wrap
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, encode_record
+from shuffledp.protocol.record import (
+    MAX_K,
+    MAX_ROUND_ID,
+    encode_record,
+    require_manifest_digest,
+)
 from shuffledp.randomness import RandomLike
 
 __all__ = ["make_client_messages"]
@@ -27,17 +32,20 @@ def make_client_messages(
     k: int,
     eps0: float,
     round_id: int,
+    manifest_digest: bytes,
     hop_public_keys: Sequence[PublicKey],
     analyzer_public_key: PublicKey,
     rng: RandomLike = None,
     credentials: Sequence[ClientCredential] | None = None,
 ) -> list[bytes]:
     """One message per value, in the order of ``values``: k-RR(eps0) of the value, encoded as a
-    record of round ``round_id`` (random padding from ``os.urandom``) and wrapped in one sealed
+    record of round ``round_id`` under the round manifest whose digest is ``manifest_digest``
+    (random padding from ``os.urandom``) and wrapped in one sealed
     box per hop, innermost for the analyzer.
 
     Guarantees: every message is ``message_length(0, len(hop_public_keys))`` bytes; peeling with
-    the hop keys in order and then the analyzer key gives a record of round ``round_id`` whose
+    the hop keys in order and then the analyzer key gives a record of round ``round_id`` and
+    manifest ``manifest_digest`` whose
     value is the k-RR report, each report an independent draw from ``rng`` (the OS CSPRNG unless
     a source is passed). Sealed boxes use fresh ephemeral keys, so equal reports give unrelated
     messages. No I/O.
@@ -46,14 +54,19 @@ def make_client_messages(
     authenticator envelope for ``round_id`` (protocol/client_auth.py), 40 bytes longer.
 
     Raises InvalidParameterError unless k is an integer in [2, 2^32], eps0 finite > 0, round_id
-    an integer in [0, 2^64), the values integers in [0, k), ``hop_public_keys`` a non-empty
+    an integer in [0, 2^64), manifest_digest 32 bytes, the values integers in [0, k), ``hop_public_keys`` a non-empty
     sequence of PublicKey (no hop means no shuffle, hence no shuffle-model guarantee) and
     ``analyzer_public_key`` a PublicKey.
     """
     hops = _check_message_parameters(k, round_id, hop_public_keys, analyzer_public_key)
+    digest = require_manifest_digest(manifest_digest)
     reports = krr_randomize(values, k, eps0, rng)
     onions = [
-        wrap(encode_record(round_id, int(report), k), hops, analyzer_public_key)
+        wrap(
+            encode_record(round_id, int(report), k, manifest_digest=digest),
+            hops,
+            analyzer_public_key,
+        )
         for report in reports
     ]
     if credentials is None:

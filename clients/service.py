@@ -36,7 +36,7 @@ from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ProcessCredentials
 from shuffledp.protocol.delivery import ReportsLostError, leg_name, loss_line
 from shuffledp.protocol.receipts import Claim
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
 from shuffledp.protocol.stage import PROGRESS_INTERVAL, Stage
 from shuffledp.protocol.topics import claim_topic, ingress_topic, receipt_topic, validate_prefix
 from shuffledp.protocol.transport import Transport, publish_all
@@ -64,12 +64,15 @@ class ClientSettings:
 
     ``accept_loss`` (``--accept-loss``): end normally even if hop 0's final receipt shows
     reports lost (else ReportsLostError); ``reclaim_interval`` > 0: seconds between claims
-    while hop 0 has not confirmed every report."""
+    while hop 0 has not confirmed every report. ``manifest_digest``: the 32-byte digest of the
+    round manifest, sealed into every record (the analyzer counts no report of another
+    manifest)."""
 
     prefix: str
     round_id: int
     k: int
     eps0: float
+    manifest_digest: bytes
     name: str = "clients-0"
     max_in_flight: int = 128
     ready_timeout: float = 60.0
@@ -81,6 +84,7 @@ class ClientSettings:
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
         require_int("k", self.k, 2, MAX_K)
         require_positive("eps0", self.eps0)
+        require_manifest_digest(self.manifest_digest)
         require_int("max_in_flight", self.max_in_flight, 1, 65535)
         require_positive("ready_timeout", self.ready_timeout)
         require_positive("reclaim_interval", self.reclaim_interval)
@@ -176,6 +180,7 @@ class ClientSealer:
             k=self.settings.k,
             eps0=self.settings.eps0,
             round_id=self.settings.round_id if round_id is None else round_id,
+            manifest_digest=self.settings.manifest_digest,
             hop_public_keys=self.hop_public_keys,
             analyzer_public_key=self.analyzer_public_key,
             rng=self.rng,

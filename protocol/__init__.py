@@ -1,6 +1,7 @@
 """shuffledp.protocol: the wire format (pure core) shared by clients, hops and the analyzer.
 
-- :mod:`.record`: the fixed-size plaintext record (version, round id, value, random padding);
+- :mod:`.record`: the fixed-size plaintext record (version, round id, value, manifest digest,
+  random padding);
 - :mod:`.onion`: one sealed box per stage, exact per-stage lengths, key helpers;
 - :mod:`.topics`: MQTT topic names per round and stage;
 - :mod:`.errors`: one ``RejectedMessage`` type per rejection reason, with a counter slug.
@@ -19,6 +20,7 @@ from shuffledp.protocol.errors import (
     RejectedMessage,
     ValueOutOfRange,
     WrongLength,
+    WrongManifest,
     WrongRound,
 )
 from shuffledp.protocol.onion import (
@@ -35,6 +37,7 @@ from shuffledp.protocol.onion import (
     wrap,
 )
 from shuffledp.protocol.record import (
+    MANIFEST_DIGEST_SIZE,
     MAX_K,
     MAX_ROUND_ID,
     RECORD_SIZE,
@@ -42,11 +45,13 @@ from shuffledp.protocol.record import (
     Record,
     decode_record,
     encode_record,
+    require_manifest_digest,
 )
 from shuffledp.protocol.topics import analyzer_topic, ingress_topic, validate_prefix
 
 __all__ = [
     "KEY_SIZE",
+    "MANIFEST_DIGEST_SIZE",
     "MAX_K",
     "MAX_ROUND_ID",
     "RECORD_SIZE",
@@ -62,6 +67,7 @@ __all__ = [
     "RejectedMessage",
     "ValueOutOfRange",
     "WrongLength",
+    "WrongManifest",
     "WrongRound",
     "analyzer_topic",
     "decode_record",
@@ -74,6 +80,7 @@ __all__ = [
     "private_key_to_bytes",
     "public_key_from_bytes",
     "public_key_to_bytes",
+    "require_manifest_digest",
     "validate_prefix",
     "wrap",
 ]

@@ -7,13 +7,37 @@ stated in one line by :func:`loss_line`, e.g. ``lost 1,613 of 20,000 reports bet
 and hop-0``. Unless the stage was told to accept it (``accept_loss``, the ``--accept-loss``
 flag), the round is refused with that line (nothing smaller than asked is ever published
 unknowingly), and the command exits with :data:`EXIT_LOST`.
+
+What a stage after hop 0 rejects is split in two. Its input comes in frames signed by its
+upstream hop (protocol/frames.py), so every message in them was sent by that hop. A message
+refused as ``batch-full`` (the stage's batch was already full: too small an expected size) or
+``decryption-failed`` (its layer does not open: a hop that corrupted it, or a client that
+sealed garbage inside a valid outer layer, which the stage cannot tell apart) is a report the
+round lost, counted as lost and named by reason (:data:`GENUINE_LOSS_REASONS`, :func:`screened`).
+The other reasons (``wrong-length``, ``duplicate``, a record's fields at the analyzer) are
+screened out: accounted for, not lost. What hop 0 rejects is never a genuine report.
 """
 
 from __future__ import annotations
 
-from shuffledp.errors import OperationalError
+from collections.abc import Mapping
 
-__all__ = ["EXIT_LOST", "ReportsLostError", "leg_name", "loss_line"]
+from shuffledp.errors import OperationalError
+from shuffledp.protocol.errors import DecryptionFailed
+
+__all__ = [
+    "EXIT_LOST",
+    "GENUINE_LOSS_REASONS",
+    "ReportsLostError",
+    "leg_name",
+    "loss_line",
+    "loss_reasons",
+    "screened",
+]
+
+GENUINE_LOSS_REASONS: tuple[str, ...] = ("batch-full", DecryptionFailed.reason)
+"""At a stage after hop 0, rejections that are reports lost, not junk screened out (module
+docstring); ``batch-full`` is shuffler.hop.BATCH_FULL (the protocol cannot import it)."""
 
 EXIT_LOST = 5
 """Exit status of a stage command (and of ``simulate``) when genuine reports were lost and
@@ -34,3 +58,27 @@ def loss_line(lost: int, of: int, where: str, detail: str = "") -> str:
     """``lost L of N reports WHERE`` (thousands separated), then `` (DETAIL)`` if given."""
     line = f"lost {lost:,} of {of:,} reports {where}"
     return f"{line} ({detail})" if detail else line
+
+
+def _counts(rejected: Mapping[str, object]) -> dict[str, int]:
+    return {
+        str(reason): count
+        for reason, count in rejected.items()
+        if isinstance(count, int) and not isinstance(count, bool) and count > 0
+    }
+
+
+def screened(rejected: Mapping[str, object]) -> int:
+    """The rejections of a stage after hop 0 that are accounted for (every reason but
+    :data:`GENUINE_LOSS_REASONS`; unreadable counts are 0)."""
+    counts = _counts(rejected)
+    return sum(count for reason, count in counts.items() if reason not in GENUINE_LOSS_REASONS)
+
+
+def loss_reasons(rejected: Mapping[str, object]) -> str:
+    """``"batch-full 500, decryption-failed 3"``: the genuine-loss reasons a stage after hop 0
+    counted (empty if none)."""
+    counts = _counts(rejected)
+    return ", ".join(
+        f"{reason} {counts[reason]:,}" for reason in GENUINE_LOSS_REASONS if reason in counts
+    )

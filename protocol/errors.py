@@ -37,6 +37,13 @@ class BadVersion(RejectedMessage):
     reason: ClassVar[str] = "bad-version"
 
 
+class WrongManifest(RejectedMessage):
+    """A well-formed record sealed under another round manifest (its 32-byte digest is not the
+    one this round runs under: a report of another deployment, task or parameter set)."""
+
+    reason: ClassVar[str] = "wrong-manifest"
+
+
 class WrongRound(RejectedMessage):
     """A well-formed record from another round (a replay across rounds, or a stale client)."""
 
@@ -77,6 +84,13 @@ class ClientAlreadyReported(RejectedMessage):
     reason: ClassVar[str] = "client-already-reported"
 
 
+class ForgedEnd(RejectedMessage):
+    """An END frame whose statement, signed or not, is not well formed or does not add up
+    (protocol/end_statement.py; the frame assembler counts it per frame, not per message)."""
+
+    reason: ClassVar[str] = "forged-end"
+
+
 CLIENT_AUTH_REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
     UnknownClient,
     BadAuthenticator,
@@ -88,6 +102,7 @@ REJECTION_TYPES: tuple[type[RejectedMessage], ...] = (
     WrongLength,
     DecryptionFailed,
     BadVersion,
+    WrongManifest,
     WrongRound,
     ValueOutOfRange,
     Duplicate,

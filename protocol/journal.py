@@ -37,9 +37,9 @@ newline), then a sequence of records, each a fixed head of :data:`RECORD_HEAD` (
 ``length u64 | kind u8 | body checksum 16 bytes | head checksum 16 bytes``) and ``length``
 bytes of body. The body checksum is BLAKE2b-128 of length, kind and body; the head checksum,
 BLAKE2b-128 of the 25 bytes before it, is checked before the length is believed. The first
-record is ``HEADER`` (JSON: which prefix, round, stage, batch sizes, k (the analyzer) and key
-the journal belongs to); then ``INPUTS`` records (``count u32`` then ``length u32 | bytes`` per
-input) and, for a hop, at most one ``CLOSED`` (``json length u32 | JSON | item_length u32 |
+record is ``HEADER`` (JSON: which prefix, round, stage, batch sizes, k (the analyzer), key and
+round manifest digest the journal belongs to); then ``INPUTS`` records (``count u32`` then
+``length u32 | bytes`` per input) and, for a hop, at most one ``CLOSED`` (``json length u32 | JSON | item_length u32 |
 count u32 | messages``).
 
 What a crash can leave, and what is refused. Records are only ever appended, and a record is
@@ -82,7 +82,7 @@ from typing import Any, Protocol
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.journal_writer import JournalWriter
-from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
+from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.topics import validate_prefix
 from shuffledp.validation import require_int
@@ -153,6 +153,8 @@ class JournalIdentity:
     stage's public key (:meth:`key_id_of`), never the private key. A hop has a ``min_batch``
     and no ``k``; the analyzer has ``k`` (its range check decides what it counts) and no
     ``min_batch`` (it refuses nothing): :meth:`for_analyzer` builds its identity.
+    ``manifest_digest``: the 32-byte digest of the round manifest the stage runs under (its
+    journal is refused under another manifest: the frames in it would not verify or count).
     """
 
     prefix: str
@@ -163,10 +165,12 @@ class JournalIdentity:
     expected_size: int
     min_batch: int | None
     key_id: str
+    manifest_digest: bytes
     k: int | None = None
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
+        require_manifest_digest(self.manifest_digest)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
         require_int("n_hops", self.n_hops, 1)
         require_int(
@@ -213,6 +217,7 @@ class JournalIdentity:
         input_length: int,
         expected_size: int,
         key_id: str,
+        manifest_digest: bytes,
     ) -> JournalIdentity:
         """The identity of the analyzer's journal (stage index ``n_hops``)."""
         return cls(
@@ -224,6 +229,7 @@ class JournalIdentity:
             expected_size=expected_size,
             min_batch=None,
             key_id=key_id,
+            manifest_digest=manifest_digest,
             k=k,
         )
 
@@ -259,6 +265,7 @@ class JournalIdentity:
             "expected_size": self.expected_size,
             "min_batch": self.min_batch,
             "key_id": self.key_id,
+            "manifest": bytes(self.manifest_digest).hex(),
         }
         if self.is_analyzer:  # a hop's header stays as it was (journals already written)
             fields["k"] = self.k

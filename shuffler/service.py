@@ -53,11 +53,20 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from nacl.public import PrivateKey
+from nacl.signing import SigningKey, VerifyKey
 
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientRoster, ClientVerifier
-from shuffledp.protocol.delivery import leg_name, loss_line
-from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
+from shuffledp.protocol.delivery import leg_name, loss_line, loss_reasons, screened
+from shuffledp.protocol.end_statement import EndStatement
+from shuffledp.protocol.frames import (
+    FrameAssembler,
+    FrameSigner,
+    encode_batch,
+    encode_end,
+    require_signing_key,
+    require_verify_key,
+)
 from shuffledp.protocol.journal import (
     ClosedBatch,
     HopJournal,
@@ -66,7 +75,7 @@ from shuffledp.protocol.journal import (
     replay,
 )
 from shuffledp.protocol.onion import message_length
-from shuffledp.protocol.record import MAX_ROUND_ID
+from shuffledp.protocol.record import MAX_ROUND_ID, require_manifest_digest
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.screen import Mapper
 from shuffledp.protocol.stage import CollectClock, Stage
@@ -106,6 +115,11 @@ class HopSettings:
     hop: what its upstream forwarded) instead of refusing the round with the loss's one line;
     ``linger`` > 0: seconds hop 0 keeps answering claims after its batch is out, until every
     client process has its final receipt.
+
+    What binds the hop to its round (from the round manifest): ``manifest_digest`` (32 bytes,
+    the manifest's identity: every frame says it), ``signing_key`` (this hop's Ed25519 key: it
+    signs every frame and its END statement), ``upstream_verify_key`` (the verify key of hop
+    ``hop_index - 1``, whose frames this hop takes; None at hop 0, which takes client messages).
     """
 
     prefix: str
@@ -115,6 +129,9 @@ class HopSettings:
     expected_size: int
     min_batch: int
     deadline: float
+    manifest_digest: bytes
+    signing_key: SigningKey = field(repr=False)
+    upstream_verify_key: VerifyKey | None
     ready_timeout: float = 60.0
     accept_loss: bool = False
     linger: float = 10.0
@@ -133,6 +150,36 @@ class HopSettings:
                 f"--accept-loss must be True or False, got {self.accept_loss!r}"
             )
         require_positive("linger", self.linger)
+        require_manifest_digest(self.manifest_digest)
+        require_signing_key(self.signing_key)
+        if self.hop_index == 0 and self.upstream_verify_key is not None:
+            raise InvalidParameterError(
+                "upstream_verify_key must be None at hop 0 (it takes client messages, not "
+                f"frames), got {type(self.upstream_verify_key).__name__}"
+            )
+        if self.hop_index > 0:
+            require_verify_key(
+                self.upstream_verify_key,
+                f"upstream_verify_key (hop-{self.hop_index - 1}'s signing key, whose frames "
+                f"hop-{self.hop_index} takes)",
+            )
+
+    def frame_signer(self) -> FrameSigner:
+        """This hop's signature on its frames (manifest, round, sender = hop_index)."""
+        return FrameSigner(
+            manifest_digest=self.manifest_digest,
+            round_id=self.round_id,
+            sender=self.hop_index,
+            signing_key=self.signing_key,
+        )
+
+    def frame_assembler(self) -> FrameAssembler | None:
+        """The assembler of the upstream hop's frames (None at hop 0)."""
+        if self.upstream_verify_key is None:
+            return None
+        return FrameAssembler(
+            self.round_id, self.manifest_digest, self.hop_index - 1, self.upstream_verify_key
+        )
 
     @property
     def stage(self) -> str:
@@ -204,7 +251,7 @@ async def run_hop(
         rng=source,
         verifier=verifier,
     )
-    assembler = FrameAssembler(settings.round_id) if settings.hop_index > 0 else None
+    assembler = settings.frame_assembler()
     journal: HopJournal | None = None
     if state_dir is not None:
         require_journaling(transport)
@@ -217,6 +264,7 @@ async def run_hop(
             expected_size=settings.expected_size,
             min_batch=settings.min_batch,
             key_id=JournalIdentity.key_id_of(bytes(private_key.public_key)),
+            manifest_digest=settings.manifest_digest,
         )
         journal = await asyncio.to_thread(HopJournal.open, state_dir, identity)
     try:
@@ -415,6 +463,7 @@ async def _close(
         stages.update((assembler.log or {}).get("stages", {}))
         log["frames_rejected"] = dict(assembler.rejected)
         log["upstream_complete"] = assembler.complete
+        log["upstream_end"] = assembler.end_digest
     log["timed_out"] = timed_out
     if upstream_aborted is not None:
         said = "upstream refused the round: "
@@ -467,12 +516,16 @@ def _account(settings: HopSettings, intake: _HopIntake, log: dict[str, Any]) -> 
         else:
             should = announced
     log["should_have"] = should
-    # A later hop accounts for what it screened out (counted by reason); hop 0 does not: what
-    # it rejects is not a genuine report, and every expected one is owed.
-    screened = 0 if assembler is None else sum(hop.rejected.values())
-    lost = max(0, should - hop.accepted - screened)
+    # A later hop accounts for what it screened out (counted by reason), but a batch-full or
+    # decryption-failed message came in its upstream's signed frames: a report lost here
+    # (protocol/delivery.py). Hop 0 accounts for nothing it rejects: what it rejects is not a
+    # genuine report, and every expected one is owed.
+    accounted = 0 if assembler is None else screened(hop.rejected)
+    lost = max(0, should - hop.accepted - accounted)
     if not lost:
         return None
+    if assembler is not None and loss_reasons(hop.rejected):
+        detail = "; ".join(filter(None, [detail, loss_reasons(hop.rejected)]))
     line = loss_line(lost, should, leg_name(source, settings.stage), detail)
     log.update(lost=lost, loss=line, loss_accepted=settings.accept_loss)
     return None if settings.accept_loss else line
@@ -486,28 +539,30 @@ async def _forward(
     journal: HopJournal | None,
     desk: ReceiptDesk | None = None,
 ) -> None:
-    """Once the downstream is ready: the batch as frames, the END frame with every stage's log
-    so far, then ``done`` (or ``refused``)."""
-    end_log: dict[str, Any] = {"stages": release.stages, "aborted": release.refused}
+    """Once the downstream is ready: the batch as signed frames, the signed END statement with
+    every stage's log so far, then ``done`` (or ``refused``)."""
     await stage.await_downstream(
         settings.ready_timeout,
         who=f"{settings.stage} of round {settings.round_id}: {settings.downstream}",
     )
     egress, messages, log = settings.egress, release.messages, release.log
     item_length = message_length(settings.hop_index + 1, settings.n_hops)
-    frames = encode_batch(messages, round_id=settings.round_id, item_length=item_length)
+    signer = settings.frame_signer()
+    frames = await asyncio.to_thread(encode_batch, messages, signer=signer, item_length=item_length)
     await publish_all(stage.transport, ((egress, frame) for frame in frames))
     log["forward_seconds"] = round(time.monotonic() - collected, 6)
-    await stage.transport.publish(
-        egress,
-        encode_end(
-            round_id=settings.round_id,
-            frames=len(frames),
-            messages=len(messages),
-            item_length=item_length,
-            log=end_log,
-        ),
+    statement = EndStatement(
+        stage=settings.stage,
+        accepted=int(log.get("accepted", 0)),
+        forwarded=len(messages),
+        frames=len(frames),
+        rejected=dict(log.get("rejected", {})),
+        aborted=release.refused,
+        upstream_end=log.get("upstream_end"),
+        stages=release.stages,
     )
+    end = encode_end(signer=signer, item_length=item_length, statement=statement)
+    await stage.transport.publish(egress, end)
     if journal is not None:
         _journal_log(log, journal)
         await asyncio.to_thread(journal.remove)  # forwarded: nothing left to recover

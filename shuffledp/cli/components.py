@@ -68,6 +68,8 @@ from shuffledp.security.keys import (
 from shuffledp.security.manifests import require_own_keys
 
 if TYPE_CHECKING:
+    from nacl.signing import SigningKey, VerifyKey
+
     from shuffledp.clients.service import ClientSettings
     from shuffledp.protocol.client_auth import ProcessCredentials
     from shuffledp.randomness import RandomSource
@@ -544,8 +546,8 @@ def _run_hop(args: argparse.Namespace) -> int:
         )
     manifest = apply_manifest(args, "hop")
     key = load_hop_key(args.keys, args.index)
-    _require_own_keys(args, manifest, f"hop-{args.index}", key)
-    settings = _hop_settings(args, directory.n_hops)
+    signing_key = _require_own_keys(args, manifest, f"hop-{args.index}", key)
+    settings = _hop_settings(args, manifest, signing_key)
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client: exactly the manifest's enrolment.
@@ -575,26 +577,39 @@ def _run_hop(args: argparse.Namespace) -> int:
     return _run(args, main())
 
 
-def _require_own_keys(args: argparse.Namespace, manifest: Manifest, stage: str, key: Any) -> None:
-    """ManifestError unless this stage's private key and signing key (from --keys) are the ones
-    the manifest names for ``stage``."""
+def _require_own_keys(
+    args: argparse.Namespace, manifest: Manifest, stage: str, key: Any
+) -> SigningKey:
+    """This stage's signing key, once its private key and signing key (from --keys) are the
+    ones the manifest names for ``stage`` (ManifestError otherwise)."""
     signing = load_signing_key(args.keys, stage)
     require_own_keys(manifest, stage, bytes(key.public_key), bytes(signing.verify_key))
+    return signing
 
 
-def _hop_settings(args: argparse.Namespace, n_hops: int) -> HopSettings:
-    """The hop's settings (after :func:`apply_manifest`: the manifest's values)."""
+def _upstream_verify_key(manifest: Manifest, stage_index: int) -> VerifyKey | None:
+    """The verify key of the hop whose frames stage ``stage_index`` takes (None for hop 0)."""
+    return None if stage_index == 0 else manifest.hops[stage_index - 1].verify_key
+
+
+def _hop_settings(
+    args: argparse.Namespace, manifest: Manifest, signing_key: SigningKey
+) -> HopSettings:
+    """The hop's settings (after :func:`apply_manifest`: the manifest's values and keys)."""
     from shuffledp.shuffler.service import HopSettings
 
     return HopSettings(
         prefix=args.prefix,
         round_id=args.round,
         hop_index=args.index,
-        n_hops=n_hops,
+        n_hops=manifest.n_hops,
         expected_size=args.expected,
         min_batch=args.min_batch,
         deadline=args.deadline,
         accept_loss=args.accept_loss,
+        manifest_digest=manifest.digest,
+        signing_key=signing_key,
+        upstream_verify_key=_upstream_verify_key(manifest, args.index),
     )
 
 
@@ -631,6 +646,8 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         eps=args.eps,
         colluders=manifest.colluders,
         accept_loss=args.accept_loss,
+        manifest_digest=manifest.digest,
+        upstream_verify_key=manifest.hops[-1].verify_key,
     )
 
     username, password = _credentials(args, "analyzer")
@@ -676,7 +693,7 @@ def _run_clients(args: argparse.Namespace) -> int:
     args.count = manifest.clients[process]
     rng = default_source(args.seed)
     values = _client_values(args, rng)
-    settings = _client_settings(args)
+    settings = _client_settings(args, manifest)
     username, password = _credentials(args, args.name)
     credentials = load_process_credentials(args.keys, process) if manifest.client_auth else None
 
@@ -724,10 +741,11 @@ def _client_values(args: argparse.Namespace, rng: RandomSource) -> npt.NDArray[n
     return values[: args.count]
 
 
-def _client_settings(args: argparse.Namespace) -> ClientSettings:
+def _client_settings(args: argparse.Namespace, manifest: Manifest) -> ClientSettings:
     from shuffledp.clients.service import ClientSettings
 
     return ClientSettings(
+        manifest_digest=manifest.digest,
         prefix=args.prefix,
         round_id=args.round,
         k=args.k,

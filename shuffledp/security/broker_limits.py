@@ -58,7 +58,7 @@ QUEUED_MESSAGES = 2_000_000
 """Messages a broker holds for one client beyond those in flight (2x a round of 10^6)."""
 QUEUED_BYTES = 1024 * 1024 * 1024
 """Bytes a broker holds for one client beyond those in flight (1 GiB: a round of 10^6 reports
-of 3 hops is 264 MB)."""
+of 3 hops is 296 MB)."""
 
 
 def client_payload_bytes(n_hops: int) -> int:

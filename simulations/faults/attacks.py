@@ -157,6 +157,7 @@ async def fill_round(
     process: int,
     first_client: int,
     count: int,
+    manifest_digest: bytes,
 ) -> int:
     """Publish ``count`` authentic reports of clients ``first_client`` .. ``first_client +
     count - 1`` of client process ``process`` (its key and broker account) to hop 0; returns
@@ -171,6 +172,7 @@ async def fill_round(
             k=k,
             eps0=eps0,
             round_id=round_id,
+            manifest_digest=manifest_digest,
             hop_public_keys=directory.hop_keys,
             analyzer_public_key=directory.analyzer_key,
             credentials=[credentials.credential(first_client + i) for i in range(count)],

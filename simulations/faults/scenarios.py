@@ -22,6 +22,7 @@ from typing import Any
 from shuffledp.protocol.journal import RECORD_HEAD
 from shuffledp.protocol.topics import ingress_topic
 from shuffledp.security.access import load_password
+from shuffledp.security.manifests import load_round_manifest
 from shuffledp.simulations.faults.attacks import (
     count_retained,
     fill_round,
@@ -255,6 +256,7 @@ async def fill(r: FaultRound, quick: bool) -> Notes:
         process=1 % spec.client_processes,
         first_client=max(spec.counts()),
         count=spec.n,
+        manifest_digest=load_round_manifest(r.manifest, r.keys).digest,
     )
 
     def handled() -> bool:

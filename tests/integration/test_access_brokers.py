@@ -231,9 +231,9 @@ async def test_mosquitto_config_refuses_an_oversized_publish(tmp_path: Path) -> 
             with pytest.raises(MqttConnectionError):
                 await client.publish(topic, bytes(STAGE_PACKET_BYTES + 1))
         async with _login(broker.url, tmp_path, "clients-0") as client:
-            await client.publish(topic, b"r" * 264)  # a report's size passes
+            await client.publish(topic, b"r" * 296)  # a report's size passes
         message = await _next(hop0)
-        assert message.payload == b"r" * 264  # the oversized one never arrived
+        assert message.payload == b"r" * 296  # the oversized one never arrived
 
 
 async def _next(transport: MqttTransport) -> Any:

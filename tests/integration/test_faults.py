@@ -61,7 +61,7 @@ from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.client import make_client_messages
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.protocol import decode_record, generate_keypair, message_length, peel
-from shuffledp.protocol.frames import FrameAssembler, encode_batch, encode_end
+from shuffledp.protocol.frames import FrameAssembler, FrameSigner, encode_batch
 from shuffledp.protocol.journal import (
     KIND_CLOSED,
     MAGIC,
@@ -85,6 +85,16 @@ from shuffledp.protocol.transport import MemoryBroker, Message, publish_all
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import BatchTooSmall, HopRound
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
+from tests.binding import (
+    MANIFEST_DIGEST,
+    OTHER_DIGEST,
+    analyzer_binding,
+    frame_assembler,
+    frame_signer,
+    hop_binding,
+    manifest_binding,
+    signed_end,
+)
 from tests.conftest import require_mosquitto
 from tests.manifests import write_round_manifest
 
@@ -107,6 +117,7 @@ def client_messages(n: int, *, seed: int, round_id: int = ROUND) -> list[bytes]:
         hop_public_keys=[kp.public for kp in HOPS],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(seed),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -119,6 +130,7 @@ FOREIGN = make_client_messages(  # addressed to another hop-0 key: decryption-fa
     hop_public_keys=[STRANGER.public, HOPS[1].public, HOPS[2].public],
     analyzer_public_key=ANALYZER.public,
     rng=SeededRandom(2),
+    manifest_digest=MANIFEST_DIGEST,
 )
 
 
@@ -144,6 +156,7 @@ def identity_of(hop: HopRound, *, prefix: str = PREFIX) -> JournalIdentity:
         expected_size=hop.expected_size,
         min_batch=hop.min_batch,
         key_id=JournalIdentity.key_id_of(bytes(HOPS[hop.hop_index].public)),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -194,7 +207,7 @@ def record_ends(data: bytes) -> list[int]:
 
 def rebuilt(identity: JournalIdentity, contents: JournalContents, index: int) -> HopRound:
     hop = new_hop(index, expected_size=identity.expected_size)
-    assembler = FrameAssembler(ROUND) if index else None
+    assembler = frame_assembler(ROUND, index - 1) if index else None
     replay(contents, hop, assembler)
     return hop
 
@@ -231,7 +244,7 @@ def test_hop0_crash_at_every_offset_reloads_exactly_the_complete_records(tmp_pat
         contents = read_journal(crashed, identity)
         complete = sum(1 for end in ends[1:] if end <= cut)
         assert (
-            contents.bursts == [[m if len(m) == 224 else b"" for m in b] for b in bursts][:complete]
+            contents.bursts == [[m if len(m) == 256 else b"" for m in b] for b in bursts][:complete]
         )
         assert contents.valid_bytes == ends[complete] and contents.closed is None
         assert contents.dropped_bytes == cut - ends[complete]
@@ -299,9 +312,11 @@ def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> No
     upstream.offer_many(POOL)
     batch = upstream.close().messages
     item = message_length(1, H)
-    frames = encode_batch(batch, round_id=ROUND, item_length=item, frame_bytes=3 * item)
-    end = encode_end(
-        round_id=ROUND, frames=len(frames), messages=len(batch), item_length=item, log={"s": 1}
+    frames = encode_batch(
+        batch, signer=frame_signer(0, ROUND), item_length=item, frame_bytes=3 * item
+    )
+    end = signed_end(
+        sender=0, round_id=ROUND, frames=len(frames), messages=len(batch), item_length=item
     )
     bursts = [[frames[0]], [frames[1], frames[0], b"junk"], [end, frames[2]], [frames[1]]]
     hop = new_hop(1, expected_size=9)
@@ -312,7 +327,7 @@ def test_frames_journal_rebuilds_the_assembler_and_the_hop(tmp_path: Path) -> No
 
     def observed(index: int, contents: JournalContents) -> tuple[Any, ...]:
         target = new_hop(1, expected_size=9)
-        assembler = FrameAssembler(ROUND)
+        assembler = frame_assembler(ROUND, 0)
         replay(contents, target, assembler)
         frame_state = (
             assembler.rejected,
@@ -391,10 +406,10 @@ def test_closed_batch_round_trip_and_nothing_after_it(tmp_path: Path) -> None:
             journal.append_closed(batch)
     contents = read_journal(tmp_path / identity.file_name, identity)
     assert contents.closed == batch  # the same messages in the same order, the same logs
-    refused = ClosedBatch(messages=[], item_length=176, refused="too few", log={}, stages={})
+    refused = ClosedBatch(messages=[], item_length=208, refused="too few", log={}, stages={})
     assert refused.refused == "too few"
     with pytest.raises(ValueError, match="refused batch releases no message"):
-        ClosedBatch(messages=output.messages, item_length=176, refused="x", log={}, stages={})
+        ClosedBatch(messages=output.messages, item_length=208, refused="x", log={}, stages={})
     with pytest.raises(ValueError, match="item_length = 100 bytes"):
         ClosedBatch(messages=output.messages, item_length=100, refused=None, log={}, stages={})
 
@@ -407,11 +422,16 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     for name, other in (
         ("expected_size", 7),
         ("min_batch", 2),
-        ("input_length", 264),
+        ("input_length", 296),
         ("key_id", "0" * 64),
+        ("manifest", OTHER_DIGEST),
     ):
         changed = JournalIdentity(
-            **{**{k: v for k, v in fields.items() if k != "format"}, name: other}
+            **{
+                "manifest_digest": MANIFEST_DIGEST,
+                **{k: v for k, v in fields.items() if k not in ("format", "manifest")},
+                **({"manifest_digest": other} if name == "manifest" else {name: other}),
+            },
         )
         assert changed.file_name == identity.file_name  # same file: the header must tell
         with pytest.raises(JournalError, match=rf"belongs to {name} = "):
@@ -431,7 +451,13 @@ def test_journal_belongs_to_one_hop_round_and_key(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="not a journal of format"):
         HopJournal.open(tmp_path / "junk", identity)
     with pytest.raises(ValueError, match="key_id must be 64 lowercase hex"):
-        JournalIdentity(**{**{k: v for k, v in fields.items() if k != "format"}, "key_id": "ab"})
+        JournalIdentity(
+            **{
+                **{k: v for k, v in fields.items() if k not in ("format", "manifest")},
+                "key_id": "ab",
+            },
+            manifest_digest=MANIFEST_DIGEST,
+        )
 
 
 def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
@@ -443,7 +469,7 @@ def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
         with pytest.raises(JournalError, match="locked by another running process"):
             HopJournal.open(state, identity)
         journal.append_inputs(POOL[:1])
-        assert journal.syncs == 1 and journal.bytes_written > 224
+        assert journal.syncs == 1 and journal.bytes_written > 256
     with HopJournal.open(state, identity) as again:  # released: usable again
         assert again.contents.inputs == 1
         again.remove()
@@ -458,18 +484,26 @@ def test_one_process_per_journal_and_private_file_modes(tmp_path: Path) -> None:
 # --- the analyzer's journal: the same records, fed to AnalyzerRound -------------------------
 
 
-def last_hop_frames(batch: list[bytes], *, per_frame: int) -> tuple[list[bytes], bytes]:
+def last_hop_frames(
+    batch: list[bytes], *, per_frame: int, signer: FrameSigner | None = None
+) -> tuple[list[bytes], bytes]:
     """The data frames (``per_frame`` messages each) and END frame the last hop (hop 2)
-    publishes for ``batch`` in round ROUND."""
+    publishes for ``batch`` in round ROUND (signed by ``signer``, default its test key)."""
+    signer = signer or frame_signer(H - 1, ROUND)
     frames = encode_batch(
-        batch, round_id=ROUND, item_length=ANALYZER_ITEM, frame_bytes=per_frame * ANALYZER_ITEM
+        batch,
+        signer=signer,
+        item_length=ANALYZER_ITEM,
+        frame_bytes=per_frame * ANALYZER_ITEM,
     )
-    end = encode_end(
+    end = signed_end(
+        sender=H - 1,
         round_id=ROUND,
         frames=len(frames),
         messages=len(batch),
         item_length=ANALYZER_ITEM,
-        log={"stages": {"hop-2": {"randomness": "seeded", "rejected": {}}}, "aborted": None},
+        stages={"hop-2": {"randomness": "seeded"}},
+        signer=signer,
     )
     return frames, end
 
@@ -485,7 +519,9 @@ def last_hop_batch(messages: list[bytes]) -> list[bytes]:
 
 
 def new_analyzer() -> AnalyzerRound:
-    return AnalyzerRound(round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private)
+    return AnalyzerRound(
+        round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private, manifest_digest=MANIFEST_DIGEST
+    )
 
 
 def analyzer_identity(*, n_expected: int = 9, prefix: str = PREFIX) -> JournalIdentity:
@@ -497,6 +533,7 @@ def analyzer_identity(*, n_expected: int = 9, prefix: str = PREFIX) -> JournalId
         input_length=new_analyzer().input_length,
         expected_size=n_expected,
         key_id=JournalIdentity.key_id_of(bytes(ANALYZER.public)),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -513,16 +550,17 @@ ANALYZER_BATCH = last_hop_batch(POOL)
 # One forged item of the right length in the last hop's output: decryption-failed.
 ANALYZER_FRAMES = encode_batch(
     [*ANALYZER_BATCH, secrets.token_bytes(ANALYZER_ITEM)],
-    round_id=ROUND,
+    signer=frame_signer(H - 1, ROUND),
     item_length=ANALYZER_ITEM,
     frame_bytes=2 * ANALYZER_ITEM,
 )
-ANALYZER_END = encode_end(
+ANALYZER_END = signed_end(
+    sender=H - 1,
     round_id=ROUND,
     frames=len(ANALYZER_FRAMES),
     messages=len(ANALYZER_BATCH) + 1,
     item_length=ANALYZER_ITEM,
-    log={"stages": {"hop-2": {"randomness": "seeded"}}, "aborted": None},
+    stages={"hop-2": {"randomness": "seeded"}},
 )
 
 
@@ -544,13 +582,13 @@ def test_analyzer_crash_at_every_offset_reloads_exactly_the_complete_records(
     assert len(ends) == 1 + len(bursts) and len(data) < 4 * 1024
 
     def state_after(contents: JournalContents) -> Any:
-        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        analyzer, assembler = new_analyzer(), frame_assembler(ROUND, H - 1)
         replay(contents, analyzer, assembler)
         return analyzer_state(analyzer, assembler, ANALYZER_BATCH)
 
     reference = []
     for j in range(len(bursts) + 1):
-        analyzer, assembler = new_analyzer(), FrameAssembler(ROUND)
+        analyzer, assembler = new_analyzer(), frame_assembler(ROUND, H - 1)
         for burst in bursts[:j]:
             feed_inputs(analyzer, assembler, burst)
         reference.append(analyzer_state(analyzer, assembler, ANALYZER_BATCH))
@@ -559,7 +597,11 @@ def test_analyzer_crash_at_every_offset_reloads_exactly_the_complete_records(
     counts, frames, answers = reference[-1]
     assert counts[0] == len(POOL) and counts[2] == truth_of(POOL)
     assert counts[1]["decryption-failed"] == 1 and sum(counts[1].values()) == 1
-    assert frames[0] == {"duplicate-frame": 3, "malformed-frame": 1} and frames[2] is True
+    assert {r: c for r, c in frames[0].items() if c} == {
+        "duplicate-frame": 3,
+        "malformed-frame": 1,
+    }
+    assert frames[2] is True
     assert answers == ["duplicate"] * len(ANALYZER_BATCH)
     seen_complete = set()
     crashed = tmp_path / "cut"
@@ -585,9 +627,13 @@ def test_analyzer_journal_identity_and_no_closed_batch(tmp_path: Path) -> None:
     # Distinct from the last hop's journal in the same directory.
     assert identity.file_name != identity_of(new_hop(H - 1, expected_size=9)).file_name
     write_journal(tmp_path, identity, [[ANALYZER_FRAMES[0]]])
-    fields = {name: value for name, value in identity.as_json().items() if name != "format"}
+    fields = {
+        name: value
+        for name, value in identity.as_json().items()
+        if name not in ("format", "manifest")
+    }
     for name, other in (("k", K + 1), ("expected_size", 10), ("key_id", "0" * 64)):
-        changed = JournalIdentity(**{**fields, name: other})
+        changed = JournalIdentity(**{**fields, name: other}, manifest_digest=MANIFEST_DIGEST)
         with pytest.raises(JournalError, match=rf"belongs to {name} = .* this analyzer has"):
             HopJournal.open(tmp_path, changed)
     with HopJournal.open(tmp_path, identity) as journal:
@@ -605,16 +651,19 @@ def test_analyzer_journal_identity_and_no_closed_batch(tmp_path: Path) -> None:
     with pytest.raises(JournalError, match="of the analyzer journal is not an input burst"):
         read_journal(path, identity)
     with pytest.raises(ValueError, match="analyzer's journal has no min_batch"):
-        JournalIdentity(**{**fields, "min_batch": 1})
+        JournalIdentity(**{**fields, "min_batch": 1}, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(ValueError, match="k must be in"):
-        JournalIdentity(**{**fields, "k": 1})
+        JournalIdentity(**{**fields, "k": 1}, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(ValueError, match="hop_index must be in"):
-        JournalIdentity(**{**fields, "hop_index": H + 1})
+        JournalIdentity(**{**fields, "hop_index": H + 1}, manifest_digest=MANIFEST_DIGEST)
     hop_fields = {n: v for n, v in identity_of(new_hop(0, expected_size=6)).as_json().items()}
     hop_fields.pop("format")
+    hop_fields.pop("manifest")
     with pytest.raises(ValueError, match="a hop's journal has no k"):
-        JournalIdentity(**hop_fields, k=K)
-    assert "k" not in JournalIdentity(**hop_fields).as_json()  # hop headers are unchanged
+        JournalIdentity(**hop_fields, k=K, manifest_digest=MANIFEST_DIGEST)
+    assert (
+        "k" not in JournalIdentity(**hop_fields, manifest_digest=MANIFEST_DIGEST).as_json()
+    )  # hop headers are unchanged
 
 
 # --- the service over the in-memory broker -----------------------------------------------------
@@ -630,6 +679,7 @@ def hop_settings(index: int, n: int, prefix: str = PREFIX) -> HopSettings:
         min_batch=n,
         deadline=30.0,
         ready_timeout=30.0,
+        **hop_binding(index),
     )
 
 
@@ -656,7 +706,14 @@ async def wait_ready(broker: MemoryBroker, stage: str) -> None:
 
 def analyzer_settings(n: int) -> AnalyzerSettings:
     return AnalyzerSettings(
-        prefix=PREFIX, round_id=ROUND, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=30.0
+        prefix=PREFIX,
+        round_id=ROUND,
+        k=K,
+        eps0=EPS0,
+        n_hops=H,
+        n_expected=n,
+        deadline=30.0,
+        **analyzer_binding(H),
     )
 
 
@@ -670,6 +727,7 @@ def truth_of(messages: list[bytes]) -> list[int]:
             peel(message, ANALYZER.private, expected_length=message_length(H, H)),
             expected_round=ROUND,
             k=K,
+            manifest_digest=MANIFEST_DIGEST,
         )
         counts[record.value] += 1
     return [counts[v] for v in range(K)]
@@ -783,7 +841,7 @@ async def test_service_hop1_stopped_after_release_publishes_the_same_batch(
         except TimeoutError:
             break
         observed.append(message.payload)
-    assembler = FrameAssembler(ROUND)
+    assembler = frame_assembler(ROUND, 1)
     published = [item for frame in observed for item in assembler.add(frame)]
     assert published == closed.messages  # the journaled order, not a new permutation
     assert not path.exists()
@@ -1077,6 +1135,7 @@ class Round:
 
         keys = [load_hop_key(self.keys, i) for i in range(H)]
         analyzer = load_analyzer_key(self.keys)
+        digest, _ = manifest_binding(self.keys, self.manifest, 0)
         counts: Counter[int] = Counter()
         for message in self.sent:
             for index, key in enumerate(keys):
@@ -1085,6 +1144,7 @@ class Round:
                 peel(message, analyzer, expected_length=message_length(H, H)),
                 expected_round=ROUND,
                 k=K,
+                manifest_digest=digest,
             )
             counts[record.value] += 1
         return [counts[v] for v in range(K)]
@@ -1332,6 +1392,12 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
     keys = tmp_path / "keys"
     init_key_directory(keys, hops=H)
     directory = load_public_directory(keys)
+    prefix = f"test/{secrets.token_hex(6)}"
+    manifest = write_round_manifest(
+        keys, tmp_path / "round.json", prefix=prefix, rounds=(ROUND,), k=K, eps0=float(EPS0),
+        clients=(n,), min_batch=n // 2, deadline=20.0, client_auth=False,
+    )  # fmt: skip
+    digest, signer = manifest_binding(keys, manifest, H - 1)  # what the analyzer expects
     analyzer_key = load_analyzer_key(keys)
     # The last hop's output for these keys: each client message peeled by every hop, shuffled.
     outputs = make_client_messages(
@@ -1342,24 +1408,23 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
         hop_public_keys=directory.hop_keys,
         analyzer_public_key=directory.analyzer_key,
         rng=SeededRandom(8),
+        manifest_digest=digest,
     )
     for index in range(H):
         layer = message_length(index, H)
         outputs = [peel(m, load_hop_key(keys, index), expected_length=layer) for m in outputs]
     truth: Counter[int] = Counter(
         decode_record(
-            peel(m, analyzer_key, expected_length=ANALYZER_ITEM), expected_round=ROUND, k=K
+            peel(m, analyzer_key, expected_length=ANALYZER_ITEM),
+            expected_round=ROUND,
+            k=K,
+            manifest_digest=digest,
         ).value
         for m in outputs
     )
-    frames, end = last_hop_frames(outputs, per_frame=20)
+    frames, end = last_hop_frames(outputs, per_frame=20, signer=signer)
     assert len(frames) == 30
-    prefix = f"test/{secrets.token_hex(6)}"
     state = tmp_path / "state"
-    manifest = write_round_manifest(
-        keys, tmp_path / "round.json", prefix=prefix, rounds=(ROUND,), k=K, eps0=float(EPS0),
-        clients=(n,), min_batch=n // 2, deadline=20.0, client_auth=False,
-    )  # fmt: skip
     arguments = [
         *("analyzer", "--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix),
         *("--round", str(ROUND), "--no-auth", "--k", str(K), "--eps0", str(EPS0)),
@@ -1374,6 +1439,7 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
         input_length=ANALYZER_ITEM,
         expected_size=n,
         key_id=JournalIdentity.key_id_of(bytes(directory.analyzer_key)),
+        manifest_digest=digest,
     )
     path = state / identity.file_name
     ingress = analyzer_topic(prefix, ROUND)
@@ -1530,6 +1596,7 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
                     expected_size=n,
                     min_batch=n,
                     deadline=90,
+                    **hop_binding(index),
                 ),
                 HOPS[index].private,
                 state_dir=tmp_path / f"state-{index}",
@@ -1537,14 +1604,28 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
 
     async def analyzer() -> dict[str, Any]:
         settings = AnalyzerSettings(
-            prefix=prefix, round_id=ROUND, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=90
+            prefix=prefix,
+            round_id=ROUND,
+            k=K,
+            eps0=EPS0,
+            n_hops=H,
+            n_expected=n,
+            deadline=90,
+            **analyzer_binding(H),
         )
         async with transport("an") as t:
             return await run_analyzer(t, settings, ANALYZER.private)
 
     async def clients() -> None:
         values = np.arange(n, dtype=np.int64) % K
-        settings = ClientSettings(prefix=prefix, round_id=ROUND, k=K, eps0=EPS0, max_in_flight=16)
+        settings = ClientSettings(
+            prefix=prefix,
+            round_id=ROUND,
+            k=K,
+            eps0=EPS0,
+            max_in_flight=16,
+            manifest_digest=MANIFEST_DIGEST,
+        )
         async with transport("cl") as t:
             await run_clients(
                 t,
@@ -1566,7 +1647,7 @@ async def test_round_completes_when_mosquitto_restarts_mid_round(tmp_path: Path)
     async def restart_broker() -> None:
         journal = tmp_path / "state-0"
         async with asyncio.timeout(60):
-            while sum(p.stat().st_size for p in journal.glob("*.journal")) < n // 4 * 224:
+            while sum(p.stat().st_size for p in journal.glob("*.journal")) < n // 4 * 256:
                 await asyncio.sleep(0.005)
         await asyncio.to_thread(broker.stop)
         await asyncio.sleep(0.5)

@@ -112,9 +112,9 @@ async def test_a_client_accounts_oversized_publish_never_arrives(
         async with _login(tmp_path, broker, "clients-0") as client:
             await client.publish(f"{ROOT}/hop/0", bytes(BOUND + 1))
             await client.publish(f"{ROOT}/hop/0", bytes(1024 * 1024))
-            await client.publish(f"{ROOT}/hop/0", b"r" * 264)
+            await client.publish(f"{ROOT}/hop/0", b"r" * 296)
             await client.publish(f"{ROOT}/hop/0", b"b" * BOUND)
-        assert (await _next(hop0)).payload == b"r" * 264
+        assert (await _next(hop0)).payload == b"r" * 296
         assert (await _next(hop0)).payload == b"b" * BOUND
         await _nothing(hop0)
     assert f"refused a PUBLISH of {BOUND + 1} bytes from user clients-0" in broker.log()

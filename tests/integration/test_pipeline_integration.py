@@ -38,13 +38,13 @@ from shuffledp.analyzer import tv_distance
 from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 from shuffledp.clients.service import ClientSettings, run_clients
 from shuffledp.protocol import REJECTION_REASONS, decode_record, generate_keypair, peel
-from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.mqtt import MqttTransport
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.topics import analyzer_topic
 from shuffledp.security.mosquitto_bounds import build_bounds_plugin
 from shuffledp.shuffler.service import HopSettings, run_hop
 from shuffledp.simulations.data.datasets import synthetic_values
+from tests.binding import MANIFEST_DIGEST, analyzer_binding, frame_assembler, hop_binding
 from tests.conftest import default_sigint, require_mosquitto
 from tests.manifests import write_round_manifest
 from tests.stats import tv_bound
@@ -105,19 +105,29 @@ async def _round(
             expected_size=n,
             min_batch=n,
             deadline=120,
+            **hop_binding(index),
         )
         async with MqttTransport(url, client_id=f"t-hop-{index}-{secrets.token_hex(3)}") as t:
             await run_hop(t, settings, hops[index].private)
 
     async def analyzer() -> dict[str, Any]:
         settings = AnalyzerSettings(
-            prefix=prefix, round_id=ROUND, k=k, eps0=eps0, n_hops=H, n_expected=n, deadline=120
+            prefix=prefix,
+            round_id=ROUND,
+            k=k,
+            eps0=eps0,
+            n_hops=H,
+            n_expected=n,
+            deadline=120,
+            **analyzer_binding(H),
         )
         async with MqttTransport(url, client_id=f"t-an-{secrets.token_hex(3)}") as t:
             return await run_analyzer(t, settings, analyzer_keys.private)
 
     async def clients() -> None:
-        settings = ClientSettings(prefix=prefix, round_id=ROUND, k=k, eps0=eps0)
+        settings = ClientSettings(
+            prefix=prefix, round_id=ROUND, k=k, eps0=eps0, manifest_digest=MANIFEST_DIGEST
+        )
         async with MqttTransport(url, client_id=f"t-cl-{secrets.token_hex(3)}") as t:
             await run_clients(
                 t,
@@ -128,7 +138,7 @@ async def _round(
             )
 
     async def observer(ready: asyncio.Event) -> None:
-        assembler = FrameAssembler(ROUND)
+        assembler = frame_assembler(ROUND, H - 1)
         length = message_length(H, H)
         async with MqttTransport(url, client_id=f"t-obs-{secrets.token_hex(3)}") as t:
             await t.subscribe(analyzer_topic(prefix, ROUND))
@@ -139,6 +149,7 @@ async def _round(
                         peel(item, analyzer_keys.private, expected_length=length),
                         expected_round=ROUND,
                         k=k,
+                        manifest_digest=MANIFEST_DIGEST,
                     )
                     arrivals.append(record.value)
                 if assembler.complete:

@@ -31,6 +31,7 @@ from shuffledp.protocol.runtime import decode_json
 from shuffledp.protocol.topics import ingress_topic, status_topic
 from shuffledp.security.access import init_access, load_process_credentials
 from shuffledp.security.keys import init_key_directory, load_public_directory
+from shuffledp.security.manifests import load_round_manifest
 from tests.manifests import write_round_manifest
 
 N = 2001
@@ -92,11 +93,13 @@ async def _extra_authentic_report(deployment: Deployment, credentials: ProcessCr
     process's clients (clients-1 hosts 1,000: index 1,000 is the 1,001st), before the honest
     reports, to push one of them out of a full batch."""
     directory = load_public_directory(deployment.keys)
+    manifest = load_round_manifest(deployment.manifest, deployment.keys)
     (message,) = make_client_messages(
         [3],
         k=K,
         eps0=EPS0,
         round_id=ROUND,
+        manifest_digest=manifest.digest,
         hop_public_keys=directory.hop_keys,
         analyzer_public_key=directory.analyzer_key,
         credentials=[credentials.credential(1000)],

@@ -33,6 +33,7 @@ from shuffledp.protocol.client_auth import (
 from shuffledp.protocol.topics import claim_topic, ingress_topic
 from shuffledp.protocol.transport import LossyMemoryBroker, MemoryBroker
 from shuffledp.randomness import SeededRandom
+from tests.binding import MANIFEST_DIGEST
 from tests.unit.test_services_memory import (
     ANALYZER,
     EPS0,
@@ -98,6 +99,7 @@ def client_process(
         ready_timeout=LONG,
         accept_loss=accept_loss,
         reclaim_interval=0.2,
+        manifest_digest=MANIFEST_DIGEST,
     )
     return run_clients(
         broker.connect(),

@@ -49,6 +49,7 @@ from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message,
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
+from tests.binding import HOP_SIGNING_KEYS, MANIFEST_DIGEST, analyzer_binding, hop_binding
 
 
 @pytest.fixture(autouse=True)
@@ -148,6 +149,7 @@ def hop_settings(
         deadline=deadline,
         ready_timeout=ready_timeout,
         accept_loss=accept_loss,
+        **hop_binding(index),
     )
 
 
@@ -191,6 +193,7 @@ def pipeline(
         n_expected=expected_size,
         deadline=LONG,
         accept_loss=accept_loss,
+        **analyzer_binding(H),
     )
     stages["analyzer"] = run_analyzer(broker.connect(), analyzer, ANALYZER.private)
     return stages
@@ -205,7 +208,12 @@ def clients(
     ready_timeout: float = LONG,
 ) -> Coroutine[Any, Any, dict[str, Any]]:
     settings = ClientSettings(
-        prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0, ready_timeout=ready_timeout
+        prefix=PREFIX,
+        round_id=round_id,
+        k=K,
+        eps0=EPS0,
+        ready_timeout=ready_timeout,
+        manifest_digest=MANIFEST_DIGEST,
     )
     return run_clients(
         broker.connect(),
@@ -367,6 +375,7 @@ async def test_junk_at_hop_0_is_counted_by_reason_exactly() -> None:
         hop_public_keys=HOP_PUBLIC,
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(seed),
+        manifest_digest=MANIFEST_DIGEST,
     )
     length = message_length(0, H)
     gen = np.random.default_rng(11)
@@ -474,6 +483,7 @@ async def test_crashed_clients_with_one_deadline_for_every_stage() -> None:
         n_expected=expected_size,
         deadline=deadline,
         accept_loss=True,
+        **analyzer_binding(H),
     )
     stages["analyzer"] = run_analyzer(broker.connect(), analyzer, ANALYZER.private)
     stages["clients"] = clients(broker, values_for(sent), round_id=round_id, seed=4)
@@ -547,6 +557,7 @@ async def test_message_of_another_round_is_counted_wrong_round_by_the_analyzer()
         hop_public_keys=HOP_PUBLIC,
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(8),
+        manifest_digest=MANIFEST_DIGEST,
     )
     broker = MemoryBroker()
     stages = pipeline(broker, round_id=round_id, expected_size=n + stale)
@@ -643,6 +654,7 @@ async def test_hop_raises_not_ready_if_its_downstream_never_becomes_ready(n_hops
         hop_public_keys=HOP_PUBLIC[:n_hops],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(2),
+        manifest_digest=MANIFEST_DIGEST,
     )
     settings = hop_settings(0, round_id=round_id, expected_size=n, ready_timeout=0.3, n_hops=n_hops)
     egress = settings.egress
@@ -673,6 +685,7 @@ HOP_OK: dict[str, Any] = {
     "expected_size": 100,
     "min_batch": 50,
     "deadline": 10.0,
+    **hop_binding(0),
 }
 
 
@@ -694,6 +707,13 @@ HOP_OK: dict[str, Any] = {
         ({"deadline": float("nan")}, "deadline"),
         ({"deadline": float("inf")}, "deadline"),
         ({"ready_timeout": -1.0}, "ready_timeout"),
+        ({"manifest_digest": bytes(31)}, "manifest_digest must be the 32-byte digest"),
+        ({"manifest_digest": MANIFEST_DIGEST.hex()}, "manifest_digest"),
+        ({"signing_key": None}, "signing_key must be a nacl.signing.SigningKey"),
+        ({"signing_key": HOP_SIGNING_KEYS[0].verify_key}, "signing_key must be"),
+        ({"upstream_verify_key": HOP_SIGNING_KEYS[0].verify_key}, "must be None at hop 0"),
+        ({"hop_index": 1, "upstream_verify_key": None}, "hop-0's signing key"),
+        ({"hop_index": 2, "upstream_verify_key": HOP_SIGNING_KEYS[1]}, "hop-1's signing key"),
     ],
 )
 def test_hop_settings_reject_bad_values(change: dict[str, Any], field_name: str) -> None:
@@ -710,6 +730,7 @@ ANALYZER_OK: dict[str, Any] = {
     "n_hops": 3,
     "n_expected": 100,
     "deadline": 10.0,
+    **analyzer_binding(3),
 }
 
 
@@ -728,6 +749,9 @@ ANALYZER_OK: dict[str, Any] = {
         ({"target_delta": 1.0}, "delta"),
         ({"target_delta": 0.0}, "delta"),
         ({"eps": -0.5}, "eps"),
+        ({"manifest_digest": b""}, "manifest_digest must be the 32-byte digest"),
+        ({"upstream_verify_key": None}, "hop-2's signing key"),
+        ({"upstream_verify_key": HOP_SIGNING_KEYS[2]}, "must be a nacl.signing.VerifyKey"),
     ],
 )
 def test_analyzer_settings_reject_bad_values(change: dict[str, Any], field_name: str) -> None:
@@ -736,7 +760,13 @@ def test_analyzer_settings_reject_bad_values(change: dict[str, Any], field_name:
         AnalyzerSettings(**{**ANALYZER_OK, **change})
 
 
-CLIENT_OK: dict[str, Any] = {"prefix": PREFIX, "round_id": 1, "k": 5, "eps0": 2.0}
+CLIENT_OK: dict[str, Any] = {
+    "prefix": PREFIX,
+    "round_id": 1,
+    "k": 5,
+    "eps0": 2.0,
+    "manifest_digest": MANIFEST_DIGEST,
+}
 
 
 @pytest.mark.parametrize(
@@ -752,6 +782,7 @@ CLIENT_OK: dict[str, Any] = {"prefix": PREFIX, "round_id": 1, "k": 5, "eps0": 2.
         ({"name": ""}, "name"),
         ({"name": "clients/0"}, "name"),
         ({"name": "a b"}, "name"),
+        ({"manifest_digest": None}, "manifest_digest must be the 32-byte digest"),
     ],
 )
 def test_client_settings_reject_bad_values(change: dict[str, Any], field_name: str) -> None:

@@ -38,6 +38,7 @@ from shuffledp.protocol import (
     wrap,
 )
 from shuffledp.shuffler.hop import HopRound
+from tests.binding import MANIFEST_DIGEST, OTHER_DIGEST
 
 H = 2
 K = 6
@@ -49,7 +50,9 @@ LENGTH = message_length(H, H)
 
 
 def analyzer() -> AnalyzerRound:
-    return AnalyzerRound(round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private)
+    return AnalyzerRound(
+        round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private, manifest_digest=MANIFEST_DIGEST
+    )
 
 
 def sealed(record: bytes) -> bytes:
@@ -57,10 +60,16 @@ def sealed(record: bytes) -> bytes:
     return wrap(record, [], ANALYZER.public)
 
 
-def raw_record(*, version: int = VERSION, round_id: int = ROUND, value: int = 0) -> bytes:
+def raw_record(
+    *,
+    version: int = VERSION,
+    round_id: int = ROUND,
+    value: int = 0,
+    digest: bytes = MANIFEST_DIGEST,
+) -> bytes:
     """A record built byte by byte (the layout of protocol/record.py), bypassing the encoder's
-    checks so that it can carry an out-of-range value or another version."""
-    data = struct.pack(">BQI", version, round_id, value)
+    checks so that it can carry an out-of-range value, another version or manifest."""
+    data = struct.pack(">BQI32s", version, round_id, value, digest)
     return data + os.urandom(RECORD_SIZE - len(data))
 
 
@@ -85,7 +94,10 @@ def test_valid_reports_are_counted() -> None:
     stage = analyzer()
     values = [0, 1, 1, 5, 5, 5]
     for value in values:
-        assert stage.offer(sealed(encode_record(ROUND, value, K))) is None
+        assert (
+            stage.offer(sealed(encode_record(ROUND, value, K, manifest_digest=MANIFEST_DIGEST)))
+            is None
+        )
     histogram = stage.histogram()
     assert histogram.dtype == np.int64 and histogram.shape == (K,)
     assert histogram.tolist() == [1, 2, 0, 0, 0, 3]
@@ -106,6 +118,7 @@ def test_wrong_round_through_the_whole_onion() -> None:
         round_id=ROUND - 1,
         hop_public_keys=keys,
         analyzer_public_key=ANALYZER.public,
+        manifest_digest=MANIFEST_DIGEST,
     )
     fresh = make_client_messages(
         [4],
@@ -114,6 +127,7 @@ def test_wrong_round_through_the_whole_onion() -> None:
         round_id=ROUND,
         hop_public_keys=keys,
         analyzer_public_key=ANALYZER.public,
+        manifest_digest=MANIFEST_DIGEST,
     )
     arrived = through_hops(stale + fresh)
     stage = analyzer()
@@ -131,6 +145,9 @@ def test_wrong_round_through_the_whole_onion() -> None:
         (raw_record(version=0), "bad-version"),
         (raw_record(version=VERSION + 1, round_id=ROUND + 1, value=K), "bad-version"),  # first
         (raw_record(round_id=ROUND + 1, value=K), "wrong-round"),  # round before range
+        (raw_record(digest=OTHER_DIGEST), "wrong-manifest"),
+        (raw_record(digest=OTHER_DIGEST, round_id=ROUND + 1, value=K), "wrong-manifest"),  # first
+        (raw_record(version=VERSION + 1, digest=OTHER_DIGEST), "bad-version"),
         (raw_record(round_id=2**64 - 1), "wrong-round"),
         (raw_record(value=K - 1), None),  # the largest valid value passes
         (b"\x00" * (RECORD_SIZE - 1), "wrong-length"),  # a short record inside a short layer
@@ -148,13 +165,23 @@ def test_crafted_records_are_rejected_by_reason(record: bytes, reason: str | Non
 
 def test_transport_level_rejections_and_counts() -> None:
     stage = analyzer()
-    good = [sealed(encode_record(ROUND, v, K)) for v in (0, 1, 2)]
+    good = [sealed(encode_record(ROUND, v, K, manifest_digest=MANIFEST_DIGEST)) for v in (0, 1, 2)]
     offers: list[tuple[bytes, str | None]] = [
         (good[0], None),
         (good[0], "duplicate"),
         (good[1][:-1], "wrong-length"),
-        (wrap(encode_record(ROUND, 0, K), [HOPS[1].public], ANALYZER.public), "wrong-length"),
-        (wrap(encode_record(ROUND, 0, K), [], STRANGER.public), "decryption-failed"),
+        (
+            wrap(
+                encode_record(ROUND, 0, K, manifest_digest=MANIFEST_DIGEST),
+                [HOPS[1].public],
+                ANALYZER.public,
+            ),
+            "wrong-length",
+        ),
+        (
+            wrap(encode_record(ROUND, 0, K, manifest_digest=MANIFEST_DIGEST), [], STRANGER.public),
+            "decryption-failed",
+        ),
         (bytes(LENGTH), "decryption-failed"),
         (good[1], None),
         (sealed(raw_record(value=K)), "value-out-of-range"),
@@ -168,6 +195,7 @@ def test_transport_level_rejections_and_counts() -> None:
         "wrong-length": 2,
         "decryption-failed": 2,
         "bad-version": 0,
+        "wrong-manifest": 0,
         "wrong-round": 0,
         "value-out-of-range": 1,
         "duplicate": 2,
@@ -194,7 +222,7 @@ def test_constructor_names_the_rule_and_the_value(changes: dict[str, object], pa
     }
     arguments.update(changes)
     with pytest.raises(InvalidParameterError, match=re.escape(pattern)):
-        AnalyzerRound(**arguments)  # type: ignore[arg-type]
+        AnalyzerRound(**arguments, manifest_digest=MANIFEST_DIGEST)  # type: ignore[arg-type]
 
 
 @settings(max_examples=150, deadline=None)

@@ -50,6 +50,33 @@ def test_losses_are_placed_on_their_legs_and_screened_messages_are_not_lost() ->
     )
 
 
+def test_batch_full_and_decryption_failed_after_hop_0_are_losses_named_by_reason() -> None:
+    """Issue 23: hop 1 run with --expected 1500 for 2,000 reports said "1,500 received, lost 0"
+    with 500 batch-full "rejections". Its input came in hop 0's signed frames: they are lost."""
+    stages = {
+        "hop-0": {"accepted": 2_000, "forwarded": 2_000, "rejected": {"batch-full": 7}},
+        "hop-1": {
+            "accepted": 1_500,
+            "forwarded": 1_500,
+            "rejected": {"batch-full": 497, "duplicate": 3},
+        },
+        "hop-2": {"accepted": 1_498, "forwarded": 1_498, "rejected": {"decryption-failed": 2}},
+        "analyzer": {"rejected": {"decryption-failed": 1, "wrong-round": 4}},
+    }
+    delivery = account_delivery(
+        expected=2_000, stages=stages, n_hops=3, received=1_493, rejected=4, accept_loss=False
+    )
+    # hop 0's batch-full is no genuine report (clients over the enrolment); later ones are.
+    assert [leg.lost for leg in delivery.legs] == [0, 497, 2, 1]
+    assert [leg.rejected for leg in delivery.legs] == [0, 3, 0, 4]
+    assert delivery.lost == 500
+    assert delivery.message == (
+        "lost 497 of 2,000 reports between hop-0 and hop-1 (batch-full 497); "
+        "lost 2 of 1,500 reports between hop-1 and hop-2 (decryption-failed 2); "
+        "lost 1 of 1,498 reports between hop-2 and analyzer (decryption-failed 1)"
+    )
+
+
 def test_a_refusing_hop_ends_the_legs_and_a_silent_one_is_spanned() -> None:
     refused = {"hop-0": hop(150, 0, clients_sent=150)}
     delivery = account_delivery(

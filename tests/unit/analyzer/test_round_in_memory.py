@@ -43,6 +43,7 @@ from shuffledp.protocol import (
 )
 from shuffledp.randomness import RandomSource, SeededRandom
 from shuffledp.shuffler.hop import BATCH_FULL, HopOutput, HopRound
+from tests.binding import MANIFEST_DIGEST
 from tests.stats import tv_bound
 
 ALPHA = 1e-6  # false-alarm rate of each statistical test in this file
@@ -98,7 +99,9 @@ def run_round(
         output = hop.close()
         outputs.append(output)
         messages = output.messages
-    analyzer = AnalyzerRound(round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private)
+    analyzer = AnalyzerRound(
+        round_id=ROUND, k=K, n_hops=H, private_key=ANALYZER.private, manifest_digest=MANIFEST_DIGEST
+    )
     for message in messages:
         analyzer.offer(message)
     return RoundResult(hops=outputs, analyzer=analyzer)
@@ -113,6 +116,7 @@ def client_messages() -> list[bytes]:
         hop_public_keys=[kp.public for kp in HOPS],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(KRR_SEED),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -218,7 +222,10 @@ def test_arrival_order_is_independent_of_sending_order() -> None:
     """
     n, rounds = 20, 1_000
     hop_keys = [kp.public for kp in HOPS]
-    onions = [wrap(encode_record(ROUND, i, n), hop_keys, ANALYZER.public) for i in range(n)]
+    onions = [
+        wrap(encode_record(ROUND, i, n, manifest_digest=MANIFEST_DIGEST), hop_keys, ANALYZER.public)
+        for i in range(n)
+    ]
     tags: list[dict[bytes, int]] = [{} for _ in range(H + 1)]  # per stage: bytes -> client
     for i, onion in enumerate(onions):
         inner = onion
@@ -227,7 +234,10 @@ def test_arrival_order_is_independent_of_sending_order() -> None:
             inner = peel(inner, kp.private, expected_length=message_length(stage, H))
         tags[H][inner] = i
         record = peel(inner, ANALYZER.private, expected_length=message_length(H, H))
-        assert decode_record(record, expected_round=ROUND, k=n).value == i
+        assert (
+            decode_record(record, expected_round=ROUND, k=n, manifest_digest=MANIFEST_DIGEST).value
+            == i
+        )
     end_to_end = np.zeros((n, n), dtype=np.int64)  # [client = sending position, final position]
     per_hop = np.zeros((H, n, n), dtype=np.int64)  # [hop, arrival position, release position]
     gap = np.zeros(n, dtype=np.int64)  # end to end, clients 0 and 1

@@ -18,6 +18,7 @@ from shuffledp.protocol.runtime import publish_state
 from shuffledp.protocol.topics import claim_topic, ingress_topic, receipt_topic
 from shuffledp.protocol.transport import MemoryBroker, MemoryTransport
 from shuffledp.randomness import SeededRandom
+from tests.binding import MANIFEST_DIGEST
 from tests.unit.test_services_memory import ANALYZER, EPS0, HOP_PUBLIC, PREFIX, K, start_in_order
 
 ROUND = 31
@@ -69,6 +70,7 @@ def clients(broker: MemoryBroker, *, accept_loss: bool = False) -> Any:
         ready_timeout=30.0,
         reclaim_interval=5.0,  # every claim here is answered: no reclaim needed
         accept_loss=accept_loss,
+        manifest_digest=MANIFEST_DIGEST,
     )
     return run_clients(
         broker.connect(),

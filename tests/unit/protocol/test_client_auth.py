@@ -50,6 +50,7 @@ from shuffledp.security.access import (
 )
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.service import HopSettings, run_hop
+from tests.binding import MANIFEST_DIGEST, analyzer_binding, hop_binding
 from tests.unit.test_services_memory import (
     ANALYZER,
     EPS0,
@@ -210,6 +211,7 @@ def seal(
         analyzer_public_key=ANALYZER.public,
         rng=None if seed is None else SeededRandom(seed),
         credentials=credentials,
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -376,6 +378,7 @@ def authenticated_pipeline(broker: MemoryBroker, *, round_id: int, n: int) -> di
             min_batch=1,
             deadline=LONG,
             ready_timeout=LONG,
+            **hop_binding(index),
         )
         stages[f"hop-{index}"] = run_hop(
             broker.connect(),
@@ -385,7 +388,14 @@ def authenticated_pipeline(broker: MemoryBroker, *, round_id: int, n: int) -> di
             verifier=verifier(round_id) if index == 0 else None,
         )
     analyzer = AnalyzerSettings(
-        prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0, n_hops=H, n_expected=n, deadline=LONG
+        prefix=PREFIX,
+        round_id=round_id,
+        k=K,
+        eps0=EPS0,
+        n_hops=H,
+        n_expected=n,
+        deadline=LONG,
+        **analyzer_binding(H),
     )
     stages["analyzer"] = run_analyzer(broker.connect(), analyzer, ANALYZER.private)
     return stages
@@ -397,7 +407,9 @@ async def test_an_authenticated_round_of_run_clients_counts_every_client_once() 
     values = values_for(n)
     broker = MemoryBroker()
     stages = authenticated_pipeline(broker, round_id=round_id, n=n)
-    settings = ClientSettings(prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0)
+    settings = ClientSettings(
+        prefix=PREFIX, round_id=round_id, k=K, eps0=EPS0, manifest_digest=MANIFEST_DIGEST
+    )
     stages["clients"] = run_clients(
         broker.connect(),
         settings,

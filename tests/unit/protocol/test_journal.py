@@ -18,6 +18,7 @@ protocol/journal_writer.py): what is refused, what is cut, and close() under app
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import logging
@@ -33,6 +34,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.journal import (
     MAGIC,
     RECORD_HEAD,
@@ -41,6 +43,7 @@ from shuffledp.protocol.journal import (
     JournalIdentity,
     read_journal,
 )
+from tests.binding import MANIFEST_DIGEST, OTHER_DIGEST
 
 IDENTITY = JournalIdentity(
     prefix="test/journal",
@@ -51,6 +54,7 @@ IDENTITY = JournalIdentity(
     expected_size=50,
     min_batch=1,
     key_id="ab" * 32,
+    manifest_digest=MANIFEST_DIGEST,
 )
 BURSTS = [[bytes([i]) * (10 + 7 * i), bytes([100 + i]) * (3 * i)] for i in range(6)]
 
@@ -363,3 +367,21 @@ def test_a_failed_write_fails_every_later_append(
         journal.append_inputs([b"after"])
     journal.close()
     assert read_journal(journal.path, IDENTITY).bursts == [[b"kept"]]
+
+
+def test_a_journal_of_another_round_manifest_is_refused(tmp_path: Path) -> None:
+    """The journal's header names the manifest digest: a stage run under another manifest
+    refuses it by name, and leaves it byte for byte."""
+    path = write_journal(tmp_path, BURSTS[:2])
+    before = path.read_bytes()
+    other = dataclasses.replace(IDENTITY, manifest_digest=OTHER_DIGEST)
+    with pytest.raises(JournalError, match=f"manifest = '{MANIFEST_DIGEST.hex()}'"):
+        HopJournal.open(tmp_path, other)
+    assert path.read_bytes() == before
+    with HopJournal.open(tmp_path, IDENTITY) as journal:  # its own manifest reads it back
+        assert journal.contents.bursts == BURSTS[:2]
+
+
+def test_the_identity_checks_its_manifest_digest() -> None:
+    with pytest.raises(InvalidParameterError, match="manifest_digest must be the 32-byte digest"):
+        dataclasses.replace(IDENTITY, manifest_digest=MANIFEST_DIGEST[:16])

@@ -27,6 +27,7 @@ from shuffledp.protocol import (
     public_key_to_bytes,
     wrap,
 )
+from tests.binding import MANIFEST_DIGEST
 
 MAX_HOPS = 5
 HOPS = [generate_keypair() for _ in range(MAX_HOPS)]
@@ -35,7 +36,7 @@ STRANGER = generate_keypair()
 
 # One fixed 3-hop onion for the property-based corruption tests.
 ONION_H = 3
-RECORD = encode_record(42, 7, 10)
+RECORD = encode_record(42, 7, 10, manifest_digest=MANIFEST_DIGEST)
 ONION = wrap(RECORD, [kp.public for kp in HOPS[:ONION_H]], ANALYZER.public)
 ONION_LENGTH = message_length(0, ONION_H)
 
@@ -62,9 +63,9 @@ def test_sealed_box_overhead_is_48_bytes() -> None:
 
 
 def test_message_length_formula() -> None:
-    assert RECORD_SIZE == 32
-    assert [message_length(i, 3) for i in range(4)] == [224, 176, 128, 80]
-    assert message_length(0, 0) == 80
+    assert RECORD_SIZE == 64  # record version 2: 32 bytes of manifest digest more than v1
+    assert [message_length(i, 3) for i in range(4)] == [256, 208, 160, 112]
+    assert message_length(0, 0) == 112
     assert message_length(1, 1, record_size=0) == 48
 
 
@@ -87,13 +88,15 @@ def test_message_length_rejects_bad_parameters(hop_index: int, n_hops: int, rule
 
 @pytest.mark.parametrize("n_hops", [1, 2, 3, 5])
 def test_wrap_peel_round_trip_with_exact_lengths(n_hops: int) -> None:
-    record = encode_record(2026, 3, 5)
+    record = encode_record(2026, 3, 5, manifest_digest=MANIFEST_DIGEST)
     onion = wrap(record, [kp.public for kp in HOPS[:n_hops]], ANALYZER.public)
     seen = peel_all(onion, n_hops)
     assert seen[-1] == record
     assert [len(c) for c in seen[:-1]] == [message_length(i, n_hops) for i in range(n_hops + 1)]
     assert len(seen[-1]) == RECORD_SIZE
-    assert decode_record(seen[-1], expected_round=2026, k=5) == Record(round_id=2026, value=3)
+    assert decode_record(
+        seen[-1], expected_round=2026, k=5, manifest_digest=MANIFEST_DIGEST
+    ) == Record(round_id=2026, value=3)
 
 
 @given(payload=st.binary(min_size=0, max_size=100), n_hops=st.integers(0, MAX_HOPS))
@@ -129,7 +132,7 @@ def test_wrong_key_fails_decryption() -> None:
 
 
 def test_skipping_a_hop_is_caught_by_length() -> None:
-    with pytest.raises(WrongLength, match=r"must be 176 bytes at this stage, got 224") as info:
+    with pytest.raises(WrongLength, match=r"must be 208 bytes at this stage, got 256") as info:
         peel(ONION, HOPS[1].private, expected_length=message_length(1, ONION_H))
     assert info.value.reason == "wrong-length"
 
@@ -199,9 +202,9 @@ def test_key_serialisation_round_trip() -> None:
     assert public == pair.public and private.public_key == pair.public
     # Keys loaded from their bytes work like the originals, in both directions.
     onion = wrap(RECORD, [public], ANALYZER.public)
-    assert len(peel(onion, pair.private, expected_length=message_length(0, 1))) == 80
+    assert len(peel(onion, pair.private, expected_length=message_length(0, 1))) == 112
     onion = wrap(RECORD, [pair.public], ANALYZER.public)
-    assert len(peel(onion, private, expected_length=message_length(0, 1))) == 80
+    assert len(peel(onion, private, expected_length=message_length(0, 1))) == 112
 
 
 def test_fresh_keypairs_differ_and_private_key_is_not_in_repr() -> None:

@@ -22,6 +22,7 @@ from shuffledp.protocol import (
     RejectedMessage,
     ValueOutOfRange,
     WrongLength,
+    WrongManifest,
     WrongRound,
     analyzer_topic,
     decode_record,
@@ -29,6 +30,7 @@ from shuffledp.protocol import (
     ingress_topic,
     validate_prefix,
 )
+from tests.binding import MANIFEST_DIGEST, OTHER_DIGEST
 
 round_ids = st.integers(min_value=0, max_value=MAX_ROUND_ID)
 
@@ -45,33 +47,58 @@ def k_and_value(draw: st.DrawFn) -> tuple[int, int]:
 @given(round_id=round_ids, kv=k_and_value(), seed=st.integers(0, 2**32))
 def test_round_trip(round_id: int, kv: tuple[int, int], seed: int) -> None:
     k, value = kv
-    data = encode_record(round_id, value, k, padding_source=random.Random(seed).randbytes)
-    assert len(data) == RECORD_SIZE
-    assert decode_record(data, expected_round=round_id, k=k) == Record(
-        round_id=round_id, value=value
+    data = encode_record(
+        round_id,
+        value,
+        k,
+        padding_source=random.Random(seed).randbytes,
+        manifest_digest=MANIFEST_DIGEST,
     )
+    assert len(data) == RECORD_SIZE
+    assert decode_record(
+        data, expected_round=round_id, k=k, manifest_digest=MANIFEST_DIGEST
+    ) == Record(round_id=round_id, value=value)
 
 
 def test_layout_is_version_round_value_padding_big_endian() -> None:
     data = encode_record(
-        0x0102030405060708, 0x0A0B0C0D, MAX_K, padding_source=lambda n: b"\xee" * n
+        0x0102030405060708,
+        0x0A0B0C0D,
+        MAX_K,
+        padding_source=lambda n: b"\xee" * n,
+        manifest_digest=MANIFEST_DIGEST,
     )
-    assert data == bytes([VERSION, 1, 2, 3, 4, 5, 6, 7, 8, 0x0A, 0x0B, 0x0C, 0x0D]) + b"\xee" * 19
+    assert data == (
+        bytes([VERSION, 1, 2, 3, 4, 5, 6, 7, 8, 0x0A, 0x0B, 0x0C, 0x0D])
+        + MANIFEST_DIGEST
+        + b"\xee" * 19
+    )
+    assert VERSION == 2 and RECORD_SIZE == 64
+
+
+def _record(version: int, round_id: int, value: int, digest: bytes = MANIFEST_DIGEST) -> bytes:
+    """A record laid out by hand (version 2: 13 bytes of header, the digest, zero padding)."""
+    return struct.pack(">BQI", version, round_id, value) + digest + bytes(RECORD_SIZE - 45)
 
 
 def test_padding_is_fresh_and_not_checked() -> None:
-    a = encode_record(5, 3, 10)
-    b = encode_record(5, 3, 10)
-    assert a[:13] == b[:13]
-    assert a[13:] != b[13:]  # os.urandom: equal with probability 2^-152
-    zeros = a[:13] + bytes(RECORD_SIZE - 13)
-    assert decode_record(zeros, expected_round=5, k=10) == Record(round_id=5, value=3)
+    a = encode_record(5, 3, 10, manifest_digest=MANIFEST_DIGEST)
+    b = encode_record(5, 3, 10, manifest_digest=MANIFEST_DIGEST)
+    assert a[:45] == b[:45]
+    assert a[45:] != b[45:]  # os.urandom: equal with probability 2^-152
+    zeros = a[:45] + bytes(RECORD_SIZE - 45)
+    assert decode_record(zeros, expected_round=5, k=10, manifest_digest=MANIFEST_DIGEST) == Record(
+        round_id=5, value=3
+    )
 
 
 def test_extreme_values_round_trip() -> None:
     for round_id, value, k in [(0, 0, 2), (MAX_ROUND_ID, MAX_K - 1, MAX_K), (MAX_ROUND_ID, 1, 2)]:
-        data = encode_record(round_id, value, k)
-        assert decode_record(data, expected_round=round_id, k=k).value == value
+        data = encode_record(round_id, value, k, manifest_digest=MANIFEST_DIGEST)
+        assert (
+            decode_record(data, expected_round=round_id, k=k, manifest_digest=MANIFEST_DIGEST).value
+            == value
+        )
 
 
 # ---- rejections: each reason by its own type ---------------------------------------------------
@@ -82,6 +109,7 @@ def test_rejection_types_have_distinct_stable_slugs() -> None:
         "wrong-length",
         "decryption-failed",
         "bad-version",
+        "wrong-manifest",
         "wrong-round",
         "value-out-of-range",
         "duplicate",
@@ -93,50 +121,116 @@ def test_rejection_types_have_distinct_stable_slugs() -> None:
 @given(length=st.integers(0, 200).filter(lambda n: n != RECORD_SIZE), byte=st.integers(0, 255))
 def test_wrong_length(length: int, byte: int) -> None:
     with pytest.raises(WrongLength, match=rf"{RECORD_SIZE} bytes, got {length}") as info:
-        decode_record(bytes([byte]) * length, expected_round=0, k=2)
+        decode_record(
+            bytes([byte]) * length, expected_round=0, k=2, manifest_digest=MANIFEST_DIGEST
+        )
     assert info.value.reason == "wrong-length"
 
 
 @given(version=st.integers(0, 255).filter(lambda v: v != VERSION))
 def test_bad_version(version: int) -> None:
-    data = bytearray(encode_record(1, 0, 2))
+    data = bytearray(encode_record(1, 0, 2, manifest_digest=MANIFEST_DIGEST))
     data[0] = version
     with pytest.raises(BadVersion, match=rf"must be {VERSION}, got {version}") as info:
-        decode_record(bytes(data), expected_round=1, k=2)
+        decode_record(bytes(data), expected_round=1, k=2, manifest_digest=MANIFEST_DIGEST)
     assert info.value.reason == "bad-version"
 
 
 @given(sent=round_ids, expected=round_ids)
 def test_wrong_round(sent: int, expected: int) -> None:
-    data = encode_record(sent, 0, 2)
+    data = encode_record(sent, 0, 2, manifest_digest=MANIFEST_DIGEST)
     if sent == expected:
-        assert decode_record(data, expected_round=expected, k=2).round_id == sent
+        assert (
+            decode_record(
+                data, expected_round=expected, k=2, manifest_digest=MANIFEST_DIGEST
+            ).round_id
+            == sent
+        )
         return
     with pytest.raises(WrongRound, match=rf"must be {expected}, got {sent}") as info:
-        decode_record(data, expected_round=expected, k=2)
+        decode_record(data, expected_round=expected, k=2, manifest_digest=MANIFEST_DIGEST)
     assert info.value.reason == "wrong-round"
 
 
 @given(k=st.integers(2, 1000), value=st.integers(0, 2**32 - 1))
 def test_value_out_of_range(k: int, value: int) -> None:
-    data = struct.pack(">BQI", VERSION, 9, value) + bytes(RECORD_SIZE - 13)
+    data = _record(VERSION, 9, value)
     if value < k:
-        assert decode_record(data, expected_round=9, k=k).value == value
+        assert (
+            decode_record(data, expected_round=9, k=k, manifest_digest=MANIFEST_DIGEST).value
+            == value
+        )
         return
     with pytest.raises(ValueOutOfRange, match=rf"\[0, {k}\), got {value}") as info:
-        decode_record(data, expected_round=9, k=k)
+        decode_record(data, expected_round=9, k=k, manifest_digest=MANIFEST_DIGEST)
     assert info.value.reason == "value-out-of-range"
 
 
-def test_checks_run_in_order_length_version_round_value() -> None:
-    bad_everything = struct.pack(">BQI", VERSION + 1, 8, 99) + bytes(RECORD_SIZE - 13)
+def test_checks_run_in_order_length_version_manifest_round_value() -> None:
+    bad_everything = _record(VERSION + 1, 8, 99, OTHER_DIGEST)
     with pytest.raises(BadVersion):
-        decode_record(bad_everything, expected_round=7, k=2)
+        decode_record(bad_everything, expected_round=7, k=2, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(WrongLength):
-        decode_record(bad_everything + b"\x00", expected_round=7, k=2)
-    bad_round_and_value = struct.pack(">BQI", VERSION, 8, 99) + bytes(RECORD_SIZE - 13)
+        decode_record(
+            bad_everything + b"\x00", expected_round=7, k=2, manifest_digest=MANIFEST_DIGEST
+        )
+    with pytest.raises(WrongManifest):
+        decode_record(
+            _record(VERSION, 8, 99, OTHER_DIGEST),
+            expected_round=7,
+            k=2,
+            manifest_digest=MANIFEST_DIGEST,
+        )
+    bad_round_and_value = _record(VERSION, 8, 99)
     with pytest.raises(WrongRound):
-        decode_record(bad_round_and_value, expected_round=7, k=2)
+        decode_record(bad_round_and_value, expected_round=7, k=2, manifest_digest=MANIFEST_DIGEST)
+
+
+@given(
+    sent=st.binary(min_size=32, max_size=32),
+    expected=st.binary(min_size=32, max_size=32),
+    round_id=round_ids,
+)
+def test_wrong_manifest(sent: bytes, expected: bytes, round_id: int) -> None:
+    """A record is taken under its own manifest only; any other digest is wrong-manifest."""
+    data = encode_record(round_id, 1, 2, manifest_digest=sent)
+    if sent == expected:
+        record = decode_record(data, expected_round=round_id, k=2, manifest_digest=expected)
+        assert record == Record(round_id=round_id, value=1)
+        return
+    with pytest.raises(WrongManifest, match="round manifest") as info:
+        decode_record(data, expected_round=round_id, k=2, manifest_digest=expected)
+    assert info.value.reason == "wrong-manifest"
+
+
+def test_a_single_bit_of_the_digest_changes_the_manifest() -> None:
+    data = encode_record(3, 1, 2, manifest_digest=MANIFEST_DIGEST)
+    for bit in range(256):
+        flipped = bytearray(data)
+        flipped[13 + bit // 8] ^= 1 << (bit % 8)
+        with pytest.raises(WrongManifest):
+            decode_record(bytes(flipped), expected_round=3, k=2, manifest_digest=MANIFEST_DIGEST)
+
+
+@pytest.mark.parametrize(
+    ("digest", "rule"),
+    [
+        (b"", "got 0 bytes"),
+        (bytes(31), "got 31 bytes"),
+        (bytes(33), "got 33 bytes"),
+        ("00" * 32, "got '00"),
+        (None, "got None"),
+    ],
+)
+def test_a_digest_that_is_not_32_bytes_is_a_parameter_error(digest: object, rule: str) -> None:
+    with pytest.raises(
+        InvalidParameterError, match=rf"manifest_digest must be the 32-byte.*{rule}"
+    ):
+        encode_record(0, 0, 2, manifest_digest=digest)  # type: ignore[arg-type]
+    with pytest.raises(
+        InvalidParameterError, match=rf"manifest_digest must be the 32-byte.*{rule}"
+    ):
+        decode_record(bytes(RECORD_SIZE), expected_round=0, k=2, manifest_digest=digest)  # type: ignore[arg-type]
 
 
 # ---- caller errors are not rejected messages ---------------------------------------------------
@@ -157,21 +251,23 @@ def test_checks_run_in_order_length_version_round_value() -> None:
 )
 def test_encode_rejects_bad_parameters(round_id: int, value: int, k: int, rule: str) -> None:
     with pytest.raises(InvalidParameterError, match=rule) as info:
-        encode_record(round_id, value, k)
+        encode_record(round_id, value, k, manifest_digest=MANIFEST_DIGEST)
     assert not isinstance(info.value, RejectedMessage)
 
 
 def test_decode_rejects_bad_parameters_before_the_message() -> None:
-    data = encode_record(0, 0, 2)
+    data = encode_record(0, 0, 2, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(InvalidParameterError, match="k must be"):
-        decode_record(b"", expected_round=0, k=1)
+        decode_record(b"", expected_round=0, k=1, manifest_digest=MANIFEST_DIGEST)
     with pytest.raises(InvalidParameterError, match="expected_round must be"):
-        decode_record(data, expected_round=-1, k=2)
+        decode_record(data, expected_round=-1, k=2, manifest_digest=MANIFEST_DIGEST)
 
 
 def test_padding_source_of_the_wrong_size_is_refused() -> None:
     with pytest.raises(InvalidParameterError, match="padding_source must return 19 bytes"):
-        encode_record(0, 0, 2, padding_source=lambda n: bytes(n - 1))
+        encode_record(
+            0, 0, 2, padding_source=lambda n: bytes(n - 1), manifest_digest=MANIFEST_DIGEST
+        )
 
 
 # ---- topics ------------------------------------------------------------------------------------

@@ -147,7 +147,7 @@ def test_sealed_to_loaded_public_key_opens_with_loaded_private_key(keydir: Path)
 
 def test_onion_through_loaded_keys(keydir: Path) -> None:
     published = load_public_directory(keydir)
-    record = bytes(range(32))
+    record = bytes(range(64))  # RECORD_SIZE of record version 2
     message = wrap(record, published.hop_keys, published.analyzer_key)
     for i in range(3):
         message = peel(message, load_hop_key(keydir, i), expected_length=message_length(i, 3))

@@ -32,6 +32,7 @@ from shuffledp.shuffler.hop import (
     RoundClosedError,
 )
 from shuffledp.shuffler.permute import uniform_permutation
+from tests.binding import MANIFEST_DIGEST
 
 H = 3
 K = 10
@@ -52,6 +53,7 @@ def messages(n: int, *, seed: int = 1) -> list[bytes]:
         hop_public_keys=[kp.public for kp in HOPS],
         analyzer_public_key=ANALYZER.public,
         rng=SeededRandom(seed),
+        manifest_digest=MANIFEST_DIGEST,
     )
 
 
@@ -87,7 +89,12 @@ def test_client_messages_have_the_stage_length_and_peel_to_their_records() -> No
         for stage, kp in enumerate(HOPS):
             inner = peel(inner, kp.private, expected_length=message_length(stage, H))
         record = peel(inner, ANALYZER.private, expected_length=message_length(H, H))
-        assert decode_record(record, expected_round=ROUND, k=K).round_id == ROUND
+        assert (
+            decode_record(
+                record, expected_round=ROUND, k=K, manifest_digest=MANIFEST_DIGEST
+            ).round_id
+            == ROUND
+        )
 
 
 @pytest.mark.parametrize(
@@ -125,7 +132,7 @@ def test_every_rejection_reason_from_its_own_input() -> None:
     m0, m1, m2, m3 = POOL[:4]
     flipped = flip(m1, 8 * 40 + 3)  # a bit inside the ciphertext body
     for_stranger = wrap(
-        encode_record(ROUND, 1, K),
+        encode_record(ROUND, 1, K, manifest_digest=MANIFEST_DIGEST),
         [STRANGER.public, HOPS[1].public, HOPS[2].public],
         ANALYZER.public,
     )
@@ -310,4 +317,4 @@ def test_client_parameters_are_validated(changes: dict[str, object], pattern: st
     arguments.update(changes)
     values = arguments.pop("values")
     with pytest.raises(InvalidParameterError, match=re.escape(pattern)):
-        make_client_messages(values, **arguments)  # type: ignore[arg-type]
+        make_client_messages(values, **arguments, manifest_digest=MANIFEST_DIGEST)  # type: ignore[arg-type]

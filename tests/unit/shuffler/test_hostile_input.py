@@ -38,6 +38,7 @@ predecessor forwarded), not prevented. The file runs in about 8 s on the 2-core 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import random
 from collections import Counter
@@ -62,6 +63,7 @@ from shuffledp.protocol import (
     RejectedMessage,
     ValueOutOfRange,
     WrongLength,
+    WrongManifest,
     WrongRound,
     decode_record,
     generate_keypair,
@@ -71,6 +73,7 @@ from shuffledp.protocol import (
 from shuffledp.protocol.screen import parallel_mapper
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS, BatchTooSmall, HopRound
+from tests.binding import MANIFEST_DIGEST
 
 H_MAX = 3
 K = 5
@@ -87,18 +90,21 @@ DECRYPTION_FAILED = DecryptionFailed.reason
 # --- the record decoder -----------------------------------------------------------------------
 
 DECODER_REJECTIONS: dict[str, type[RejectedMessage]] = {
-    t.reason: t for t in (WrongLength, BadVersion, WrongRound, ValueOutOfRange)
+    t.reason: t for t in (WrongLength, BadVersion, WrongManifest, WrongRound, ValueOutOfRange)
 }
 
 
 def oracle_decoding(data: bytes, *, expected_round: int, k: int) -> int | str:
     """What decoding ``data`` must give, read byte by byte from the documented layout (version at
-    0, round id at 1..8, value at 9..12, big-endian; checks in the order length, version, round,
-    value): the value of a valid record, else the reason slug of the first rule it breaks."""
+    0, round id at 1..8, value at 9..12, big-endian, manifest digest at 13..44; checks in the
+    order length, version, manifest, round, value): the value of a valid record, else the reason
+    slug of the first rule it breaks."""
     if len(data) != RECORD_SIZE:
         return WRONG_LENGTH
     if data[0] != VERSION:
         return BadVersion.reason
+    if data[13:45] != MANIFEST_DIGEST:
+        return WrongManifest.reason
     if int.from_bytes(data[1:9], "big") != expected_round:
         return WrongRound.reason
     value = int.from_bytes(data[9:13], "big")
@@ -115,7 +121,8 @@ def record_like(draw: st.DrawFn) -> tuple[bytes, int, int]:
         bytes([draw(st.one_of(st.just(VERSION), st.integers(0, 255)))])
         + draw(st.one_of(st.just(expected_round), st.integers(0, 2**64 - 1))).to_bytes(8, "big")
         + draw(st.one_of(st.integers(0, k - 1), st.integers(0, 2**32 - 1))).to_bytes(4, "big")
-        + draw(st.binary(min_size=RECORD_SIZE - 13, max_size=RECORD_SIZE - 13))
+        + draw(st.one_of(st.just(MANIFEST_DIGEST), st.binary(min_size=32, max_size=32)))
+        + draw(st.binary(min_size=RECORD_SIZE - 45, max_size=RECORD_SIZE - 45))
     )
     cut = draw(st.integers(0, RECORD_SIZE))
     data = draw(
@@ -139,11 +146,13 @@ def test_decoder_outcome_is_the_oracle_s_for_any_bytes(case: tuple[bytes, int, i
     data, expected_round, k = case
     expected = oracle_decoding(data, expected_round=expected_round, k=k)
     if isinstance(expected, int):
-        record = decode_record(data, expected_round=expected_round, k=k)
+        record = decode_record(
+            data, expected_round=expected_round, k=k, manifest_digest=MANIFEST_DIGEST
+        )
         assert (record.round_id, record.value) == (expected_round, expected)
     else:
         with pytest.raises(RejectedMessage) as caught:
-            decode_record(data, expected_round=expected_round, k=k)
+            decode_record(data, expected_round=expected_round, k=k, manifest_digest=MANIFEST_DIGEST)
         assert type(caught.value) is DECODER_REJECTIONS[expected]
         assert caught.value.reason == expected and str(caught.value)
 
@@ -207,6 +216,7 @@ HOSTILE = st.one_of(
         number=st.one_of(st.just(ROUND - 1), NUMBER),
     ),
     st.builds(Hostile, kind=st.just("bad-version"), entry=STAGE, number=st.integers(0, 255)),
+    st.builds(Hostile, kind=st.just("wrong-manifest"), entry=STAGE, number=NUMBER),
     st.builds(
         Hostile,
         kind=st.just("value-out-of-range"),
@@ -238,11 +248,16 @@ def stage_private_key(stage: int, n_hops: int) -> PrivateKey:
 
 
 def raw_record(
-    *, version: int = VERSION, round_id: int = ROUND, value: int = 0, size: int = RECORD_SIZE
+    *,
+    version: int = VERSION,
+    round_id: int = ROUND,
+    value: int = 0,
+    size: int = RECORD_SIZE,
+    digest: bytes = MANIFEST_DIGEST,
 ) -> bytes:
     """A record laid out byte by byte (not with the encoder, which refuses bad fields), random
     padding, cut or lengthened to ``size`` bytes."""
-    data = bytes([version]) + round_id.to_bytes(8, "big") + value.to_bytes(4, "big")
+    data = bytes([version]) + round_id.to_bytes(8, "big") + value.to_bytes(4, "big") + digest
     data += os.urandom(RECORD_SIZE - len(data))
     return data[:size] + os.urandom(max(0, size - RECORD_SIZE))
 
@@ -328,6 +343,10 @@ def build(
         other_round = spec.number if spec.number != ROUND else ROUND - 1
         data = onion_at(raw_record(round_id=other_round, value=1), stage, n_hops)
         fate = Fate(stage=analyzer_stage, reason=WrongRound.reason)
+    elif spec.kind == "wrong-manifest":
+        digest = hashlib.sha256(spec.number.to_bytes(8, "big")).digest()
+        data = onion_at(raw_record(digest=digest), stage, n_hops)
+        fate = Fate(stage=analyzer_stage, reason=WrongManifest.reason)
     elif spec.kind == "bad-version":
         version = spec.number if spec.number != VERSION else VERSION + 1
         data = onion_at(raw_record(version=version), stage, n_hops)
@@ -448,7 +467,11 @@ def test_each_stage_rejects_each_hostile_message_once_with_its_reason(
         )
     else:
         stage_round = AnalyzerRound(
-            round_id=ROUND, k=K, n_hops=n_hops, private_key=ANALYZER.private
+            round_id=ROUND,
+            k=K,
+            n_hops=n_hops,
+            private_key=ANALYZER.private,
+            manifest_digest=MANIFEST_DIGEST,
         )
     assert all(stage_round.offer(message) is None for _, message in valid)
     before = stage_round.rejected
@@ -556,7 +579,11 @@ def test_whole_round_counts_exactly_the_valid_distinct_reports(
             reasons = HOP_REJECTION_REASONS
         else:
             stage_round = AnalyzerRound(
-                round_id=ROUND, k=K, n_hops=n_hops, private_key=ANALYZER.private
+                round_id=ROUND,
+                k=K,
+                n_hops=n_hops,
+                private_key=ANALYZER.private,
+                manifest_digest=MANIFEST_DIGEST,
             )
             reasons = REJECTION_REASONS
         results = offer_all(
@@ -633,7 +660,13 @@ def test_recorded_traffic_of_round_r_minus_1_replayed_at_every_stage(n_hops: int
         assert [hop.offer(m) for m in inputs] == [None] * len(inputs)
         inputs = hop.close().messages
     recorded.append(inputs)
-    previous = AnalyzerRound(round_id=ROUND - 1, k=K, n_hops=n_hops, private_key=ANALYZER.private)
+    previous = AnalyzerRound(
+        round_id=ROUND - 1,
+        k=K,
+        n_hops=n_hops,
+        private_key=ANALYZER.private,
+        manifest_digest=MANIFEST_DIGEST,
+    )
     assert previous.offer_many(inputs) == [None] * len(inputs)
     assert previous.histogram().tolist() == np.bincount(previous_values, minlength=K).tolist()
 
@@ -663,7 +696,13 @@ def test_recorded_traffic_of_round_r_minus_1_replayed_at_every_stage(n_hops: int
         }
         messages = hop.close().messages
         assert len(messages) == 11
-    analyzer = AnalyzerRound(round_id=ROUND, k=K, n_hops=n_hops, private_key=ANALYZER.private)
+    analyzer = AnalyzerRound(
+        round_id=ROUND,
+        k=K,
+        n_hops=n_hops,
+        private_key=ANALYZER.private,
+        manifest_digest=MANIFEST_DIGEST,
+    )
     analyzer.offer_many(messages + recorded[n_hops])
     assert analyzer.rejected == {reason: 0 for reason in REJECTION_REASONS} | {
         "duplicate": 6,

@@ -26,6 +26,7 @@ from shuffledp.simulations.pipeline.chaos_messages import (
     EXPECTED_REASON,
     make_chaos_messages,
 )
+from tests.binding import MANIFEST_DIGEST
 from tests.unit.protocol.test_client_auth import MASTER, verifier
 from tests.unit.protocol.test_client_auth import seal as seal_messages
 from tests.unit.test_services_memory import ANALYZER, EPS0, HOP_PUBLIC, HOPS, PREFIX, H, K
@@ -94,7 +95,9 @@ def test_chaos_is_refused_without_client_authentication() -> None:
 @pytest.mark.asyncio
 async def test_run_clients_refuses_chaos_without_credentials_before_sending() -> None:
     broker = MemoryBroker()
-    settings_ = ClientSettings(prefix=PREFIX, round_id=ROUND, k=K, eps0=EPS0)
+    settings_ = ClientSettings(
+        prefix=PREFIX, round_id=ROUND, k=K, eps0=EPS0, manifest_digest=MANIFEST_DIGEST
+    )
     with pytest.raises(InvalidParameterError, match="chaos needs client authentication"):
         await run_chaos_clients(
             broker.connect(),

@@ -13,6 +13,7 @@ from shuffledp.analyzer.service import AnalyzerSettings
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.pipeline.simulate import SimulationOptions
+from tests.binding import analyzer_binding
 
 
 def _analyzer(eps0: float, n_expected: int = 100) -> AnalyzerSettings:
@@ -24,6 +25,7 @@ def _analyzer(eps0: float, n_expected: int = 100) -> AnalyzerSettings:
         n_hops=1,
         n_expected=n_expected,
         deadline=1.0,
+        **analyzer_binding(1),
     )
 
 
