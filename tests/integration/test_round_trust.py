@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -20,16 +21,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nacl.signing import SigningKey
 
 from shuffledp.accountant.inversion import eps_for_delta
 from shuffledp.accountant.mechanism import ShuffledKRR
 from shuffledp.accountant.tight import Tight
 from shuffledp.clients.client import make_client_messages
 from shuffledp.protocol.client_auth import ProcessCredentials
+from shuffledp.protocol.end_statement import EndStatement
+from shuffledp.protocol.frames import FrameSigner, encode_batch, encode_end
 from shuffledp.protocol.mqtt import MqttTransport
+from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.runtime import decode_json
 from shuffledp.protocol.topics import ingress_topic, status_topic
-from shuffledp.security.access import init_access, load_process_credentials
+from shuffledp.security.access import init_access, load_password, load_process_credentials
 from shuffledp.security.keys import init_key_directory, load_public_directory
 from shuffledp.security.manifests import load_round_manifest
 from tests.manifests import write_round_manifest
@@ -150,3 +155,64 @@ def test_flags_that_contradict_the_manifest_refuse_and_enrolment_is_exact(
     assert report["k"] == K and report["eps0"] == EPS0
     assert report["privacy"]["n"] == N
     assert report["privacy"]["eps"] == pytest.approx(float(expected.eps), rel=1e-12)
+
+
+async def _forge_frames(deployment: Deployment) -> None:
+    """What hop 0's broker account (or the broker) can publish on hop 1's ingress without hop
+    0's signing key, before hop 0 starts: an END announcing a short batch (1,489 of 2,001) and
+    a garbage data frame 0, both signed with a key of its own."""
+    manifest = load_round_manifest(deployment.manifest, deployment.keys)
+    item = message_length(1, manifest.n_hops)
+    stranger = FrameSigner(
+        manifest_digest=manifest.digest, round_id=ROUND, sender=0, signing_key=SigningKey.generate()
+    )
+    short = EndStatement(
+        stage="hop-0", accepted=1489, forwarded=1489, frames=1, rejected={}, aborted=None,
+        upstream_end=None, stages={"hop-0": {"accepted": 1489, "forwarded": 1489, "rejected": {}}},
+    )  # fmt: skip
+    garbage = [os.urandom(item) for _ in range(1489)]
+    frames = [
+        encode_end(signer=stranger, item_length=item, statement=short),
+        encode_batch(garbage, signer=stranger, item_length=item)[0],
+    ]
+    await _wait_ready(deployment.url, deployment.prefix, "hop-1")
+    async with MqttTransport(
+        deployment.url,
+        client_id=f"t-forger-{secrets.token_hex(4)}",
+        username="hop-0",
+        password=load_password(deployment.keys, "hop-0"),
+    ) as t:
+        for frame in frames:
+            await t.publish(ingress_topic(deployment.prefix, ROUND, 1), frame)
+
+
+def test_forged_end_and_frame_0_before_hop_0_starts_change_nothing(
+    mosquitto_url: str, tmp_path: Path
+) -> None:
+    """Rows 4 and 5: a forged END on hop 1's input before the real hop 0 starts (it made hop 1
+    count 1,489 of 2,000 with nothing lost) and a garbage data frame 0 ahead of the real one
+    (it shadowed it: the rest were decryption-failed). Both are refused and counted now; every
+    report is counted."""
+    deployment = Deployment(mosquitto_url, tmp_path)
+    processes = [deployment.start("analyzer")]
+    processes += [deployment.start("hop", "--index", str(i)) for i in (2, 1)]
+    try:
+        asyncio.run(_forge_frames(deployment))
+        processes.append(deployment.start("hop", "--index", "0"))
+        for index in range(2):
+            processes.append(
+                deployment.start("clients", "--name", f"clients-{index}", "--values", "synthetic")
+            )
+        out, err = processes[0].communicate(timeout=180)
+        assert processes[0].returncode == 0, err
+        report: dict[str, Any] = json.loads(out)
+    finally:
+        _kill_all(processes)
+    assert report["n_received"] == N
+    hop1 = report["stages"]["hop-1"]
+    assert {r: c for r, c in hop1["frames_rejected"].items() if c} == {
+        "forged-end": 1,
+        "forged-frame": 1,
+    }
+    assert hop1["accepted"] == N
+    assert report["delivery"]["lost"] == 0
