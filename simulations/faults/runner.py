@@ -145,6 +145,8 @@ def make_row(
         message=message,
         unrepairable=scenario.unrepairable,
     )
+    if scenario.must_inject and notes.get("injected") is not True and verdict == "OK":
+        verdict, why = "FAIL", "the fault did not happen as the scenario says (see notes)"
     notes = {**notes, "clients_said_sent": outcome.clients_sent}
     if outcome.still_running:
         notes["still_running_at_end"] = outcome.still_running

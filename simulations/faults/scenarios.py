@@ -31,6 +31,7 @@ from shuffledp.simulations.faults.attacks import (
     takeover_burst,
 )
 from shuffledp.simulations.faults.harness import SEND_SECONDS, FaultRound
+from shuffledp.simulations.faults.trust import extra_report, forged_frames, wrong_flags
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -51,7 +52,7 @@ class Scenario:
     """``run(round, quick)`` starts the round and injects the fault (returns notes);
     ``after(round)``, if any, measures once the round is over (the broker still running).
     ``unrepairable``: nothing can bring the missing reports back, so a loud failure naming the
-    loss is the target. ``enrolment``: ``"exact"`` (``keys init --clients-per-process``, the
+    loss is the target. ``must_inject``: below. ``enrolment``: ``"exact"`` (``keys init --clients-per-process``, the
     clients each process hosts, as `simulate` does) or ``"default"`` (what `keys init` enrols
     without the flag)."""
 
@@ -61,6 +62,9 @@ class Scenario:
     run: Callable[[FaultRound, bool], Awaitable[Notes]]
     unrepairable: bool = False
     enrolment: str = "exact"
+    must_inject: bool = False
+    """The row fails unless the scenario says its fault happened (``injected``): a refusal at
+    start that did not come, a forged frame that was not published."""
     after: Callable[[FaultRound], Awaitable[Notes]] | None = None
 
 
@@ -374,6 +378,27 @@ SCENARIOS: dict[str, Scenario] = {
             broker="keys-init",
             run=kill_client,
             unrepairable=True,
+        ),
+        Scenario(
+            name="wrong-flags",
+            title="hop 1 --expected 3n/4, analyzer --k 10, --eps0 1: refused, then right",
+            broker="keys-init",
+            run=wrong_flags,
+            must_inject=True,
+        ),
+        Scenario(
+            name="forged-frames",
+            title="forged END and data frame 0 on hop 1's input before hop 0 starts",
+            broker="keys-init",
+            run=forged_frames,
+            must_inject=True,
+        ),
+        Scenario(
+            name="extra-report",
+            title="a client process key reports for an id past its clients, first",
+            broker="keys-init",
+            run=extra_report,
+            must_inject=True,
         ),
     )
 }

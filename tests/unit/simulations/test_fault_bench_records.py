@@ -233,6 +233,9 @@ def test_every_scenario_of_the_issue_is_there() -> None:
         "kill-hop",
         "kill-analyzer",
         "kill-client",
+        "wrong-flags",
+        "forged-frames",
+        "extra-report",
     ]
     assert {s.name for s in SCENARIOS.values() if s.unrepairable} == {
         "journal-bitflip",

@@ -1,0 +1,140 @@
+"""The fault bench's round-trust scenarios (issue 23's table): a stage started with a flag that
+contradicts the round manifest, frames forged on a hop's input, a leaked client process key
+reporting for an id it does not host. Each runs as an operator would, on a
+:class:`~shuffledp.simulations.faults.harness.FaultRound`, and returns its notes; the runner
+judges the round by its counts (every genuine report counted once, nothing lost).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import secrets
+from typing import Any
+
+from nacl.signing import SigningKey
+
+from shuffledp.protocol.end_statement import EndStatement
+from shuffledp.protocol.frames import FrameSigner, encode_batch, encode_end
+from shuffledp.protocol.mqtt import MqttTransport
+from shuffledp.protocol.onion import message_length
+from shuffledp.protocol.topics import ingress_topic
+from shuffledp.security.access import load_password
+from shuffledp.security.manifests import load_round_manifest
+from shuffledp.simulations.faults.attacks import fill_round
+from shuffledp.simulations.faults.harness import FaultRound
+
+__all__ = ["extra_report", "forged_frames", "wrong_flags"]
+
+Notes = dict[str, Any]
+
+WRONG_FLAGS: dict[str, tuple[str, ...]] = {
+    "hop-1": ("--expected", "{short}"),
+    "analyzer": ("--k", "10"),
+}
+"""The wrong starts (issue 23's rows 1-3): hop 1 with --expected below the round's n, the
+analyzer with --k 10 for 15 values, then with --eps0 1 for clients that use 4."""
+
+
+async def _refused_start(r: FaultRound, name: str, args: list[str]) -> str | None:
+    """Start ``name`` with ``args`` and wait for it to refuse: its one line, or None if it did
+    not exit with status 2 within 30 s (it is then killed)."""
+    component = await r.start(name, args)
+    try:
+        await asyncio.wait_for(component.process.wait(), 30)
+    except TimeoutError:
+        await r.kill(name)
+        return None
+    component.killed_by_bench = True  # its refusal is the scenario's point, not a failure
+    return component.last_line() if component.returncode == 2 else None
+
+
+async def wrong_flags(r: FaultRound, quick: bool) -> Notes:
+    """Hop 1 started with --expected n * 3/4, the analyzer with --k 10 and then with --eps0 1:
+    each must refuse to start in one line naming the field; then the round runs with the right
+    processes and every report is counted."""
+    short = str(r.spec.n * 3 // 4)
+    starts = [
+        ("hop-1", ["hop", *r.common(), "--index", "1", "--expected", short]),
+        ("analyzer", ["analyzer", *r.common(), "--k", "10"]),
+        ("analyzer", ["analyzer", *r.common(), "--eps0", "1"]),
+    ]
+    refusals = [await _refused_start(r, name, args) for name, args in starts]
+    await r.start_round()
+    fields = ("expected", "k", "eps0")
+    named = all(
+        line is not None and f"contradicts the manifest's {field} =" in line
+        for line, field in zip(refusals, fields, strict=True)
+    )
+    return {"injected": named, "refused_at_start": refusals}
+
+
+async def forged_frames(r: FaultRound, quick: bool) -> Notes:
+    """With hop 0's broker account and a signing key of its own, before hop 0 starts: an END
+    frame announcing three quarters of the batch and a garbage data frame 0 on hop 1's
+    input. Both must be refused (forged-end, forged-frame) and the real batch counted."""
+    await r.start_analyzer()
+    for index in range(r.spec.hops - 1, 0, -1):
+        await r.start_hop(index)
+    await r.until(lambda: r.state("hop-1") == "ready", "hop-1 to be ready", r.spec.deadline)
+    published = await _publish_forgeries(r, r.spec.n * 3 // 4)
+    await r.start_hop(0)
+    for index in range(r.spec.client_processes):
+        await r.start_clients(index)
+    return {"injected": published == 2, "forged_frames_published": published}
+
+
+async def _publish_forgeries(r: FaultRound, short: int) -> int:
+    manifest = load_round_manifest(r.manifest, r.keys)
+    item = message_length(1, manifest.n_hops)
+    stranger = FrameSigner(
+        manifest_digest=manifest.digest,
+        round_id=r.spec.round_id,
+        sender=0,
+        signing_key=SigningKey.generate(),
+    )
+    log = {"accepted": short, "forwarded": short, "rejected": {}}
+    statement = EndStatement(
+        stage="hop-0", accepted=short, forwarded=short, frames=1, rejected={}, aborted=None,
+        upstream_end=None, stages={"hop-0": log},
+    )  # fmt: skip
+    frames = [
+        encode_end(signer=stranger, item_length=item, statement=statement),
+        encode_batch([os.urandom(item) for _ in range(short)], signer=stranger, item_length=item)[
+            0
+        ],
+    ]
+    async with MqttTransport(
+        r.url,
+        client_id=f"sdp-hop-0-{secrets.token_hex(8)}",
+        username="hop-0",
+        password=load_password(r.keys, "hop-0"),
+    ) as transport:
+        for frame in frames:
+            await transport.publish(ingress_topic(r.prefix, r.spec.round_id, 1), frame)
+    return len(frames)
+
+
+async def extra_report(r: FaultRound, quick: bool) -> Notes:
+    """The key of the last client process, before the genuine ones start, reports for the one
+    id past the clients it hosts (each process used to be enrolled for ceil(n / C) ids, so at
+    odd n that id was enrolled and pushed an honest report out as batch-full)."""
+    spec = r.spec
+    await r.start_round(clients=False)
+    await r.until(lambda: r.state("hop-0") == "ready", "hop-0 to be ready", spec.deadline)
+    process = spec.client_processes - 1
+    published = await fill_round(
+        r.url,
+        r.keys,
+        prefix=r.prefix,
+        round_id=spec.round_id,
+        k=spec.k,
+        eps0=spec.eps0,
+        process=process,
+        first_client=spec.counts()[process],
+        count=1,
+        manifest_digest=load_round_manifest(r.manifest, r.keys).digest,
+    )
+    for index in range(spec.client_processes):
+        await r.start_clients(index)
+    return {"injected": published == 1, "attack_published": published}
