@@ -720,9 +720,16 @@ class PublishedReport:
     error: str | None = None
     warning: str | None = None
     delivery: Delivery | None = None
+    manifest: str | None = None
+    """The hex SHA-256 digest of the round manifest the analyzer ran from (its k, eps0,
+    colluders: docs/round-manifest.md); absent in reports written before manifests."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "stages", require_stages("stages", self.stages))
+        if self.manifest is not None and not _is_hex_digest(self.manifest):
+            raise InvalidParameterError(
+                f"manifest must be 64 lowercase hex characters, got {self.manifest!r}"
+            )
         if self.delivery is not None and not isinstance(self.delivery, Delivery):
             raise InvalidParameterError(f"delivery must be a Delivery, got {self.delivery!r}")
         optional(require_str, "error", self.error)
@@ -734,7 +741,9 @@ class PublishedReport:
             )
 
     def to_json(self) -> dict[str, Any]:
-        out: dict[str, Any] = {"schema": REPORT_SCHEMA, **self.report.to_json()}
+        out: dict[str, Any] = {"schema": REPORT_SCHEMA}
+        _put(out, "manifest", self.manifest)
+        out.update(self.report.to_json())
         out["stages"] = {stage: dict(log) for stage, log in self.stages.items()}
         _put(out, "error", self.error)
         _put(out, "warning", self.warning)
@@ -749,7 +758,7 @@ class PublishedReport:
             "report",
             json_input("report", data),
             (*PUBLISHED_KEYS, *REPORT_KEYS),
-            (*UTILITY_KEYS, "error", "warning", "delivery"),
+            (*UTILITY_KEYS, "error", "warning", "delivery", "manifest"),
         )
         require_schema("report", d["schema"], REPORT_SCHEMA)
         return cls(
@@ -759,7 +768,16 @@ class PublishedReport:
             error=optional(require_str, "error", d.get("error")),
             warning=optional(require_str, "warning", d.get("warning")),
             delivery=None if "delivery" not in d else Delivery.from_json(d["delivery"]),
+            manifest=optional(require_str, "manifest", d.get("manifest")),
         )
+
+
+def _is_hex_digest(value: object) -> bool:
+    return (
+        isinstance(value, str)
+        and len(value) == 64
+        and all(c in "0123456789abcdef" for c in value)
+    )
 
 
 def require_schema(name: str, value: object, expected: str) -> None:

@@ -403,6 +403,7 @@ def _report(
         error=error,
         warning=None if error is not None else _warning(settings, delivery, timed_out, analyzer),
         delivery=delivery,
+        manifest=settings.manifest_digest.hex(),
     ).to_json()
 
 

@@ -153,6 +153,9 @@ def test_flags_that_contradict_the_manifest_refuse_and_enrolment_is_exact(
     # The guarantee is for the manifest's parameters and the n counted.
     expected = eps_for_delta(Tight(), ShuffledKRR(n=N, k=K, eps0=EPS0), 1e-6)
     assert report["k"] == K and report["eps0"] == EPS0
+    assert (
+        report["manifest"] == load_round_manifest(deployment.manifest, deployment.keys).digest.hex()
+    )
     assert report["privacy"]["n"] == N
     assert report["privacy"]["eps"] == pytest.approx(float(expected.eps), rel=1e-12)
 
