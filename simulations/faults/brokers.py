@@ -12,6 +12,7 @@ fixed loopback port so that a scenario can stop and start it again.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -95,6 +96,16 @@ class MosquittoProcess:
             time.sleep(0.02)
         self.stop()
         raise BrokerError(f"mosquitto did not start on port {self.port}:\n{self.log()[-2000:]}")
+
+    def kill(self) -> None:
+        """SIGKILL to its process group (no graceful save: sessions, queues and retained
+        messages since the last autosave are gone); nothing if not running."""
+        process, self.process = self.process, None
+        if process is None or process.poll() is not None:
+            return
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
 
     def stop(self) -> None:
         """SIGTERM to its process group, SIGKILL after STOP_SECONDS; nothing if not running."""

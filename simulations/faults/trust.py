@@ -8,6 +8,8 @@ judges the round by its counts (every genuine report counted once, nothing lost)
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import json
 import os
 import secrets
 from typing import Any
@@ -18,13 +20,23 @@ from shuffledp.protocol.end_statement import EndStatement
 from shuffledp.protocol.frames import FrameSigner, encode_batch, encode_end
 from shuffledp.protocol.mqtt import MqttTransport
 from shuffledp.protocol.onion import message_length
-from shuffledp.protocol.topics import ingress_topic
+from shuffledp.protocol.runtime import decode_json
+from shuffledp.protocol.topics import ingress_topic, report_topic, status_topic
 from shuffledp.security.access import load_password
 from shuffledp.security.manifests import load_round_manifest
 from shuffledp.simulations.faults.attacks import fill_round
 from shuffledp.simulations.faults.harness import FaultRound
 
-__all__ = ["extra_report", "forged_frames", "wrong_flags"]
+__all__ = [
+    "broker_kill9",
+    "extra_report",
+    "forged_frames",
+    "forged_left",
+    "monitor_forge",
+    "rerun_analyzer",
+    "second_stage",
+    "wrong_flags",
+]
 
 Notes = dict[str, Any]
 
@@ -138,3 +150,108 @@ async def extra_report(r: FaultRound, quick: bool) -> Notes:
     for index in range(spec.client_processes):
         await r.start_clients(index)
     return {"injected": published == 1, "attack_published": published}
+
+
+async def _wait_exit(r: FaultRound, name: str, seconds: float) -> tuple[int | None, str]:
+    """(exit status, last line) of component ``name`` within ``seconds`` (None: still running,
+    then killed)."""
+    component = r.components[name]
+    try:
+        await asyncio.wait_for(component.process.wait(), seconds)
+    except TimeoutError:
+        await r.kill(name)
+        return None, ""
+    component.killed_by_bench = True  # its exit is what the scenario measures
+    return component.returncode, component.last_line()
+
+
+async def second_stage(r: FaultRound, quick: bool) -> Notes:
+    """Once the round runs, a second hop 0 and a second analyzer start with the same arguments
+    (the same identities): each must exit with one line on its own (it used to take the
+    connection over and back forever), and the round must count every report."""
+    await r.start_round(paced=True)
+    await r.until(lambda: r.accepted("hop-0") > 0, "hop-0 to accept", r.spec.deadline)
+    outcomes: dict[str, Any] = {}
+    for stage in ("hop-0", "analyzer"):
+        name = f"{stage}-second"
+        await r.start(name, r.components[stage].args)
+        status, line = await _wait_exit(r, name, 30)
+        outcomes[name] = {"exit": status, "line": line}
+    ok = all(o["exit"] not in (None, 0) and o["line"] for o in outcomes.values())
+    return {"injected": ok, "second_processes": outcomes}
+
+
+async def monitor_forge(r: FaultRound, quick: bool) -> Notes:
+    """Before the round, the monitor account publishes a retained fake report (n_received 1)
+    and a fake `done` status of hop 1: with the read-only monitor neither may reach anyone (a
+    retained fake report would stop the analyzer from publishing the real one)."""
+    fake = json.dumps({"round": r.spec.round_id, "n_received": 1, "forged": True}).encode()
+    status = json.dumps({"stage": "hop-1", "state": "done", "forged": True}).encode()
+    async with MqttTransport(
+        r.url,
+        client_id=f"sdp-monitor-{secrets.token_hex(8)}",
+        username="monitor",
+        password=load_password(r.keys, "monitor"),
+    ) as transport:
+        with contextlib.suppress(Exception):  # Mosquitto may cut the publisher off: the point
+            await transport.publish(report_topic(r.prefix, r.spec.round_id), fake, retain=True)
+            await transport.publish(
+                status_topic(r.prefix, r.spec.round_id, "hop-1"), status, retain=True
+            )
+    await r.start_round()
+    return {"injected": True, "forged": ["report", "status/hop-1"]}
+
+
+async def retained_report(r: FaultRound) -> dict[str, Any] | None:
+    """The report retained on the round's report topic (read as the monitor), or None."""
+    async with MqttTransport(
+        r.url,
+        client_id=f"sdp-monitor-{secrets.token_hex(8)}",
+        username="monitor",
+        password=load_password(r.keys, "monitor"),
+    ) as transport:
+        await transport.subscribe(report_topic(r.prefix, r.spec.round_id))
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(3):
+                async for message in transport.messages():
+                    body = decode_json(message.payload)
+                    return body if isinstance(body, dict) else None
+    return None
+
+
+async def forged_left(r: FaultRound) -> Notes:
+    """After `monitor-forge`: the retained report must be the analyzer's."""
+    report = await retained_report(r)
+    genuine = report is not None and not report.get("forged")
+    return {"retained_report_genuine": genuine, "injected": genuine}
+
+
+async def rerun_analyzer(r: FaultRound) -> Notes:
+    """After the round: the analyzer run again with the same arguments must not replace the
+    published report (it used to publish an error with 0 received over it): it refuses in one
+    line, or re-derives the identical report; the retained report still counts n."""
+    await r.start("analyzer-rerun", r.components["analyzer"].args)
+    status, line = await _wait_exit(r, "analyzer-rerun", 60)
+    report = await retained_report(r)
+    kept = report is not None and report.get("n_received") == r.spec.n
+    return {
+        "rerun_exit": status,
+        "rerun_line": line,
+        "retained_n_received": None if report is None else report.get("n_received"),
+        "injected": kept and status is not None,
+    }
+
+
+async def broker_kill9(r: FaultRound, quick: bool) -> Notes:
+    """Every component with --reconnect 30; once hop 0 has forwarded its batch (status
+    `done`), the broker is killed with SIGKILL (its sessions, queues and retained statuses
+    gone) and started again. Hop 1 must not trust hop 2's `ready` from before the crash: it
+    waits for a new one. Every report counted, or a loss that names the leg where it happened."""
+    again = ("--reconnect", "30")
+    await r.start_round(hop_args=again, analyzer_args=again, client_args=again)
+    await r.until(lambda: r.state("hop-0") == "done", "hop-0 to forward", r.spec.deadline)
+    assert r.broker is not None
+    await asyncio.to_thread(r.broker.kill)
+    await asyncio.sleep(0.3)
+    await asyncio.to_thread(r.broker.start)
+    return {"injected": True, "killed_after": "hop-0 done"}
