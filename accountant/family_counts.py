@@ -68,12 +68,13 @@ class _Laws:
 
     def __init__(self, mech: ShuffledKRR) -> None:
         n, k = mech.n, mech.k
-        cube, rho_v = _others_laws(mech)
-        n0, n2 = np.nonzero(np.add.outer(np.arange(n + 1), np.arange(n + 1)) <= n)
-        self.x = np.ascontiguousarray(cube[:, n0, n2 + 1])
-        self.z = np.ascontiguousarray(cube[:, n0 + 1, n2 + 1])
-        self.y = mech.pb_precise * (cube[:, n0 + 1, n2] + (k - 2) * self.z)
-        del cube
+        inside = np.add.outer(np.arange(n + 1), np.arange(n + 1)) <= n
+        n0, n2 = np.nonzero(inside)
+        cell = np.full((n + 1, n + 1), -1, dtype=np.int64)  # (N0, N2) -> its column
+        cell[n0, n2] = np.arange(n0.size)
+        self.x, self.z, self.y, rho_v = _others_laws(mech, cell)
+        self.y += (k - 2) * self.z
+        self.y *= mech.pb_precise
         self.size = n - n0 - n2  # L, the noise count of all n reports
         self.big_l = np.maximum(self.size, 1).astype(np.float64)
         self.top = self.size + 1.0  # L + 1: every j in [0, L]
@@ -95,9 +96,12 @@ class _Laws:
         self.rho = rho_v + rho_b + (n + 16) * _ULP
 
 
-def _others_laws(mech: ShuffledKRR) -> tuple[FloatArray, float]:
-    """V_a(c0, c2) for every a in [0, m], stored at [a, c0 + 1, c2 + 1] of an
-    (m + 1, n + 2, n + 2) array whose first row and column are 0; and its relative error."""
+def _others_laws(
+    mech: ShuffledKRR, cell: IntArray
+) -> tuple[FloatArray, FloatArray, FloatArray, float]:
+    """V_a(c0, c2) for every a in [0, m], at the cells (N0, N2) of ``cell`` (their columns) where
+    the formulas need it: V(N0 - 1, N2), V(N0, N2) and V(N0, N2 - 1), each [a, cell] (0 where the
+    argument is outside); and its relative error."""
     n, k = mech.n, mech.k
     m = n - 1
     tiny = math.exp(-mech.eps0)
@@ -107,7 +111,7 @@ def _others_laws(mech: ShuffledKRR) -> tuple[FloatArray, float]:
     log_beta = log_binom_pmf(ts, m, s, s_c)
     beta = np.exp(log_beta)
     a_col = np.arange(m + 1.0)[:, None]
-    cube = np.zeros((m + 1, n + 2, n + 2))
+    x, z, v01 = (np.zeros((m + 1, int(cell.max()) + 1)) for _ in range(3))
     hyp = np.zeros((m + 1, m + 1))  # H_T[a, J]
     hyp[:, 0] = 1.0
     laws = np.zeros((m + 1, m + 2))  # K_T[J, c0]
@@ -116,7 +120,10 @@ def _others_laws(mech: ShuffledKRR) -> tuple[FloatArray, float]:
     for t in range(m + 1):
         w = hyp[:, : t + 1] @ laws[: t + 1, : t + 1]
         c0 = np.arange(t + 1)
-        cube[:, c0 + 1, t - c0 + 1] = beta[t] * w
+        w *= beta[t]
+        z[:, cell[c0, t - c0]] = w
+        x[:, cell[c0 + 1, t - c0]] = w
+        v01[:, cell[c0, t - c0 + 1]] = w
         if t == m:
             break
         # One more subset member: an x2-user for J <= t, an x0-user for the new row J = t + 1.
@@ -135,7 +142,7 @@ def _others_laws(mech: ShuffledKRR) -> tuple[FloatArray, float]:
     # K: m steps of two products, a sum and r, q (PARAM_RELERR); H: m steps of two products, two
     # quotients and a sum; H K: m + 1 terms; beta: its log error (exp adds an ulp).
     rho = m * (2.0 * PARAM_RELERR + 3.0 * _ULP) + m * 5.0 * _ULP + (m + 2) * _ULP
-    return cube, rho + math.expm1(log_err) + 2.0 * _ULP
+    return x, z, v01, rho + math.expm1(log_err) + 2.0 * _ULP
 
 
 def _noise_laws(n: int, k: int) -> tuple[FloatArray, float]:
