@@ -376,6 +376,7 @@ def test_every_bound_against_the_80_digit_worst_case(n: int, k: int, eps0: float
         tight = Tight().delta(mech, eps)
         assert tight.delta_lower <= truth * (1 + REL) + 1e-300, (eps, tight, truth)
         assert truth * (1 - REL) <= tight.delta_upper, (eps, tight, truth)
+        assert tight.delta == tight.delta_upper
         assert _MaxSingleBin().bracket(mech, eps).lower <= truth * (1 + REL) + 1e-300
 
 
