@@ -92,8 +92,8 @@ class _Laws:
                 np.hstack([np.cumsum((b * j)[:, ::-1], axis=1)[:, ::-1], zero]),
             )
         )
-        # + the prefix sums (n + 2 terms) and the few operations forming X, Y, Z and a cell.
-        self.rho = rho_v + rho_b + (n + 16) * _ULP
+        # + the prefix sums (n + 2 terms), pb in Y and the few operations forming Y and a cell.
+        self.rho = rho_v + rho_b + (n + 2.0 * PARAM_RELERR / _ULP + 16) * _ULP
 
 
 def _others_laws(
@@ -171,12 +171,12 @@ def _underflow_floor(mech: ShuffledKRR, eps: float) -> float:
 def _all_family(n: int, k: int, eps0: float, eps: float) -> tuple[Bracket, ...]:
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     laws = _laws(n, k, eps0)
-    pt, pb = mech.pt_precise, mech.pb_precise
+    pt = mech.pt_precise
     ee = math.exp(eps)
     coefs = (
-        -pt * math.expm1(eps - eps0),  # pt - e^eps pb > 0 (eps < eps0)
+        -pt * math.expm1(eps - eps0),  # pt - e^eps pb = pt (1 - e^(eps - eps0)) > 0
         math.expm1(eps),  # e^eps - 1 >= 0
-        pt * math.exp(eps) - pb,  # e^eps pt - pb > 0
+        pt * math.expm1(eps) + mech.pt_minus_pb,  # e^eps pt - pb, without cancellation
         ee,
         (k - 2) * mech.pt_minus_pb,
     )
@@ -200,7 +200,8 @@ def _chunk(
     Per cell and N1 = j the forward term is b_L(j) (D - E j) and the reverse one
     b_L(j) (E' j - D'), each computed within relerr b_L(j) (|D| parts + E j). The sums run over
     the j where the computed term is positive; the error sums that bound over every j where it
-    is above minus the bound (a threshold one step wider, from the same linear inequality)."""
+    is above minus twice the bound (a threshold a little wider, from the same linear inequality,
+    so that rounding in the threshold itself cannot leave such a j out)."""
     c1, c2, c3, ee, c_noise = coefs
     x, y = laws.x[rows], laws.y[rows]
     slope = c_noise * laws.z[rows]  # C: E' L of the reverse direction; e^eps C the forward E L
@@ -210,9 +211,10 @@ def _chunk(
     e_rev = slope / laws.big_l  # E'
     with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
         t = _count_below(d / e_fwd, laws)
-        t_wide = _count_below((d + relerr * d_mag) / (e_fwd * (1.0 - relerr)), laws)
+        t_wide = _count_below((d + 2.0 * relerr * d_mag) / (e_fwd * (1.0 - 2.0 * relerr)), laws)
         t_rev = _count_below(d_rev / e_rev, laws, strict=False)
-        t_rev_wide = _count_below(d_rev * (1.0 - relerr) / (e_rev * (1.0 + relerr)), laws, False)
+        wide = d_rev * (1.0 - 2.0 * relerr) / (e_rev * (1.0 + 2.0 * relerr))
+        t_rev_wide = _count_below(wide, laws, strict=False)
     s0, s1, u0, u1 = laws.sums
     fwd = d * s0.take(t) - e_fwd * s1.take(t)
     fwd_mag = d_mag * s0.take(t_wide) + e_fwd * s1.take(t_wide)
