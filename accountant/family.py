@@ -63,7 +63,7 @@ from shuffledp.accountant.pairs import Bracket
 #: pair: the same exact values, by the faster route there (gsum's Fourier bracket).
 G_FORM_FROM_N = 100_000
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed: every a at once
-#: (family_counts; about 0.1 s at n = 100 and 0.5-1.5 s at n = 200, 190 MiB there).
+#: (family_counts; about 0.1 s at n = 100 and 0.3-1.4 s at n = 200, 174 MiB there).
 DP_MAX_N = 200
 #: k = 2: up to this n, ``candidates`` lists every a (above it the certificate finds the best).
 ALL_A_UP_TO = 24
