@@ -39,11 +39,12 @@ def test_n30_lower_end_is_f26_the_best_of_every_a() -> None:
 
 
 def test_n150_k3_lower_end_is_f20_not_an_end() -> None:
-    """mpmath at the ends and around the maximum: F(20) is 1.67 % above max(F(0), F(149)) and
-    above its neighbours; tight's lower end is F(20) to 1e-9 (it reported F(0) before)."""
+    """mpmath at the ends and at a = 20 (1.8 s each): F(20) is 1.67 % above max(F(0), F(149));
+    tight's lower end is F(20) to 1e-9 (it reported F(0) before). That the lower end is the best
+    of every a is checked against an independent evaluation of every a at n = 26 to 45
+    (tests/unit/accountant/test_family_counts.py)."""
     n, k, eps0, eps = 150, 3, 4.0, 3.2
-    refs = {a: reference(n, k, eps0, eps, a) for a in (0, 19, 20, 21, 149)}
-    assert refs[20] > max(refs[19], refs[21])
+    refs = {a: reference(n, k, eps0, eps, a) for a in (0, 20, 149)}
     gain = refs[20] / max(refs[0], refs[149])
     assert 1.016 < gain < 1.018, gain
     result = Tight().delta(ShuffledKRR(n=n, k=k, eps0=eps0), eps)
