@@ -17,8 +17,9 @@ this family in every case checked. Any dataset's exact delta is a lower bound on
   a = n - 1 is computed by :class:`AllOthersX0` (the counts (N_x0, N_x1) suffice, O(sqrt(n))
   work; the G-form is kept as its independent check), and a = 0 with k = 3 by the wang-krr pair
   (the same law); above it both by their G-forms (gsum's Fourier bracket, faster there).
-* 0 < a < n - 1, k >= 3: the law of the counts (N_x0, N_x1, N_x2) by dynamic programming over
-  users in log space, for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
+* 0 < a < n - 1, k >= 3: every a at once by :mod:`family_counts` (the others' law of the
+  counts (N_x0, N_x2) for every a by one matrix product per subset size, then the hockey-stick
+  sum in O(1) per cell), for n <= :data:`DP_MAX_N`; beyond it the bound refuses.
 """
 
 from __future__ import annotations
@@ -27,8 +28,6 @@ import functools
 import heapq
 import math
 from collections.abc import Callable
-
-import numpy as np
 
 from shuffledp.accountant.blanket import (
     OptimalBlanket,
@@ -44,6 +43,7 @@ from shuffledp.accountant.bounds import (
     SingleBin,
     WangKRR,
 )
+from shuffledp.accountant.family_counts import family_all
 from shuffledp.accountant.gsum import Atom, TooLargeError
 from shuffledp.accountant.k2_contour import (
     Coefs,
@@ -56,19 +56,17 @@ from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
 from shuffledp.accountant.k2_fft import k2_fft_value
 from shuffledp.accountant.k2_waves import Certifier, certify_in_waves, k2_revealed_users
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
 from shuffledp.accountant.pairs import Bracket
 
 #: Above this n, F(n - 1) (k >= 3) is computed by its G-forms (all_x0_g_form) rather than by
 #: the two-count pair of AllOthersX0, and F(0) for k = 3 by its G-form rather than the wang-krr
 #: pair: the same exact values, by the faster route there (gsum's Fourier bracket).
 G_FORM_FROM_N = 100_000
-#: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed (a 3-d law over n^3 counts).
+#: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed: every a at once
+#: (family_counts; about 0.1 s at n = 100 and 0.3-1.4 s at n = 200, 174 MiB there).
 DP_MAX_N = 200
-#: Up to this n, ``tight`` maximises over every a; above it over :func:`candidates`.
+#: k = 2: up to this n, ``candidates`` lists every a (above it the certificate finds the best).
 ALL_A_UP_TO = 24
-#: Up to this n, ``tight`` also tries a in {1, 2, n - 3, n - 2} (about 0.1 s each at n = 60).
-NEAR_ENDS_UP_TO = 60
 
 
 def _require_a(mech: ShuffledKRR, a: int) -> None:
@@ -110,7 +108,7 @@ def family_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
             f"family-f with 0 < a < n-1 needs n <= {DP_MAX_N} (a = 0 and a = n-1 work at any n), "
             f"got n={mech.n}"
         )
-    return _dp_delta(mech, a, eps)
+    return family_all(mech, eps)[a]
 
 
 def _atoms_all_x2(mech: ShuffledKRR, eps: float) -> list[Atom]:
@@ -154,106 +152,28 @@ def _atoms_all_x0(mech: ShuffledKRR, eps: float) -> tuple[list[Atom], list[Atom]
     return forward, reverse
 
 
-def _dp_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:
-    """Exact both-direction delta by the law of (N_x0, N_x1, N_x2) (log space) for small n."""
-    log_p, log_q = _count_laws(mech, a)
-    d1, e1 = _hockey_with_error(log_p, log_q, eps)
-    d2, e2 = _hockey_with_error(log_q, log_p, eps)
-    value, err = max(d1, d2), max(e1, e2)
-    return Bracket(max(0.0, value - err), min(1.0, value + err))
-
-
-def _count_laws(mech: ShuffledKRR, a: int) -> tuple[FloatArray, FloatArray]:
-    """log P and log Q of the counts (N_x0, N_x1, N_x2) of all n reports, indexed [N0, N2, N1].
-
-    Nobody else holds x1, so every other user reports x1 or one of the k - 3 rest values (the
-    "noise" values) w.p. (k - 2) pb, uniformly among them: given the others' counts V(x0, x2)
-    (a 2-d law, by dynamic programming over the others in log space), the noise count splits
-    binomially. With L = n - N0 - N2 and b_L = Bin(L, 1/(k - 2)):
-        P = b_L(N1) (pt V(N0-1, N2) + pb V(N0, N2-1) + (k - 2) pb V(N0, N2)),
-        Q = b_L(N1) (pb V(N0-1, N2) + pb V(N0, N2-1) + (k - 2) V(N0, N2) (pb + (pt - pb) N1 / L)),
-    u's report being x0, x2, or a noise value (x1 w.p. pt under Q, pb under P).
-    """
-    n, k = mech.n, mech.k
-    lt, lb = math.log(mech.pt_precise), math.log(mech.pb_precise)
-    l_noise = math.log((k - 2) * mech.pb_precise)
-    v = np.full((n + 1, n + 1), -np.inf)  # [x0, x2] of the others
-    v[0, 0] = 0.0
-    for holder in [0] * a + [2] * (n - 1 - a):
-        to_x0, to_x2 = (lt, lb) if holder == 0 else (lb, lt)
-        nxt = v + l_noise
-        nxt[1:, :] = np.logaddexp(nxt[1:, :], v[:-1, :] + to_x0)
-        nxt[:, 1:] = np.logaddexp(nxt[:, 1:], v[:, :-1] + to_x2)
-        v = nxt
-    v10 = np.full_like(v, -np.inf)
-    v10[1:, :] = v[:-1, :]
-    v01 = np.full_like(v, -np.inf)
-    v01[:, 1:] = v[:, :-1]
-    n0, n2 = np.meshgrid(np.arange(n + 1.0), np.arange(n + 1.0), indexing="ij")
-    size = n - n0 - n2  # L, the noise count of all n reports
-    n1 = np.arange(n + 1.0)[None, None, :]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        log_b = log_binom_pmf(
-            n1, np.maximum(size, 0.0)[:, :, None], 1.0 / (k - 2), (k - 3) / (k - 2)
-        )
-        common = np.logaddexp(v01 + lb, v + math.log(k - 2) + lb)  # x2, and noise at rate pb
-        log_a = np.logaddexp(v10 + lt, common)
-        # (k - 2) V (pt - pb) N1 / L, the part of Q's noise term above pb (0 where L = 0).
-        extra = (
-            v[:, :, None]
-            + math.log(k - 2)
-            + math.log(mech.pt_minus_pb)
-            + np.log(n1)
-            - np.log(np.maximum(size, 1.0))[:, :, None]
-        )
-        log_bq = np.logaddexp(np.logaddexp(v10 + lb, common)[:, :, None], extra)
-    inside = (size >= 0)[:, :, None] & (n1 <= size[:, :, None])
-    log_p = np.where(inside, log_b + log_a[:, :, None], -np.inf)
-    log_q = np.where(inside, log_b + log_bq, -np.inf)
-    return log_p, log_q
-
-
-def _hockey_with_error(log_p: FloatArray, log_q: FloatArray, eps: float) -> tuple[float, float]:
-    """(H_eps(P||Q), a bound on its error). Each log-probability is off by at most
-    d = 4 ulp n (|log p| + 4): the DP takes n steps of a few logaddexp each, each rounding by an
-    ulp of its result, whose magnitude only grows along the way (log-probabilities are added).
-    A term P (1 - e^(eps - L)) then moves by at most P (2 d + 2 d) where L > eps - 2 d."""
-    lp, lq = log_p.ravel(), log_q.ravel()
-    n = log_p.shape[0]
-    d = 4.0 * 2.0**-52 * n * (np.abs(np.where(np.isfinite(lp), lp, 0.0)) + 4.0)
-    with np.errstate(invalid="ignore"):
-        loss = lp - lq
-    near = np.isfinite(lp) & (loss > eps - 2.0 * d)
-    terms = np.isfinite(lp) & (loss > eps)
-    excess = np.where(terms, loss - eps, 1.0)
-    with np.errstate(divide="ignore"):
-        log_terms = lp + np.where(np.isinf(excess), 0.0, np.log(-np.expm1(-excess)))
-    value = float(np.exp(log_sum(log_terms[terms]))) if np.any(terms) else 0.0
-    err = float(np.exp(log_sum(lp[near] + np.log(4.0 * d[near])))) if np.any(near) else 0.0
-    return value, err
-
-
 #: k = 2: ``candidates`` adds five a spread over the range up to this n.
 K2_SPREAD_MAX_N = 200_000
 
 
 def candidates(mech: ShuffledKRR) -> list[int]:
-    """The a values ``tight`` tries: every a for n <= ALL_A_UP_TO; otherwise a = 0 and n - 1
-    (k >= 3: intermediate a only while n <= NEAR_ENDS_UP_TO, near the ends), and for k = 2 the first
-    eight values from each end (F(a) = F(n - 1 - a): the maximum is near the ends) and, up to
-    n = K2_SPREAD_MAX_N, five spread over the range."""
+    """The a values ``tight`` tries, the ends first. k >= 3: every a up to n = DP_MAX_N (computed
+    together by family_counts), only a = 0 and n - 1 above (the others are not computed there;
+    what they could add is bounded by the bracket itself, max_a F(a) <= delta_upper). k = 2:
+    every a for n <= ALL_A_UP_TO, otherwise the first eight values from each end
+    (F(a) = F(n - 1 - a)) and, up to n = K2_SPREAD_MAX_N, five spread over the range (the
+    certificate, family.k2_worst_case, finds the best a there)."""
     n = mech.n
+    ends = [0] if n == 1 else [0, n - 1]
+    if mech.k >= 3:
+        return ends + list(range(1, n - 1)) if n <= DP_MAX_N else ends
     if n <= ALL_A_UP_TO:
         return list(range(n))
-    if mech.k == 2:
-        ends = list(range(min(8, n)))
-        # Above K2_SPREAD_MAX_N the spread a cost minutes where F(a) underflows (n = 1e6,
-        # eps0 = 2, eps = 0.1: 390 s; the certificate, not these, finds interior maxima).
-        spread = [round(i * (n - 1) / 8) for i in range(5)] if n <= K2_SPREAD_MAX_N else []
-        return sorted(set(ends + spread))
-    if n <= NEAR_ENDS_UP_TO:
-        return sorted({0, 1, 2, n - 3, n - 2, n - 1})
-    return [0, n - 1]
+    ends = list(range(min(8, n)))
+    # Above K2_SPREAD_MAX_N the spread a cost minutes where F(a) underflows (n = 1e6,
+    # eps0 = 2, eps = 0.1: 390 s; the certificate, not these, finds interior maxima).
+    spread = [round(i * (n - 1) / 8) for i in range(5)] if n <= K2_SPREAD_MAX_N else []
+    return sorted(set(ends + spread))
 
 
 class FamilyF(Bound):

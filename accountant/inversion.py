@@ -47,6 +47,7 @@ from shuffledp.accountant.tight import (
     bracket_extra,
     covered,
     dominated,
+    interior,
     witness_name,
 )
 
@@ -206,6 +207,10 @@ def lower_near(fn: Callable[[float], float], target: float, start: float, near: 
 #: upper members: every valid upper bound meets delta at or above the true eps, so none can
 #: lower it by more than this (at n = 1e6, k = 2 the clone pairs cost 0.17 s for nothing).
 EXACT_ENOUGH = 1e-9
+#: eps(delta) skips the interior F(a) (k >= 3) once eps_upper <= eps_lower (1 + this): every
+#: F(a) crosses delta at most at the true eps, so at most eps_upper; none can raise eps_lower by
+#: more than this (relative). Otherwise each is checked at eps_lower (one evaluation of all a).
+INTERIOR_EPS_WIDTH = 1e-6
 
 
 def _tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> EpsResult:
@@ -288,6 +293,8 @@ def _tight_eps_lower(
             return m.bracket(mech, e).lower
 
         if covered(candidate, family):
+            continue
+        if interior(candidate, mech) and best_upper <= best_lower * (1.0 + INTERIOR_EPS_WIDTH):
             continue
         try:
             if low(best_lower) <= delta:

@@ -14,7 +14,11 @@ k = 2 (--k2): tight's bracket is the certificate of max_a F(a) (family.k2_worst_
 to 1e-9 where it finishes; the section prints its ratio and time for n in {1e4, 1e5, 1e6}, eps0 in
 {0.5, 1, 2, 4, 8} and eps in {0.1, 0.5, 1} below eps0 (where delta_upper >= 1e-300), and eps(1e-6).
 
-Run: .venv/bin/python bench/accountant.py [--quick] [--k2 [--k2-min-n N] [--k2-max-n N]]
+Every a of F(a) (--family, k >= 3, n <= 200): the cost of family_counts' pass over every a (the
+laws at a new (n, k, eps0), then one more eps) and of tight where it needs them, with the best a
+against the ends.
+
+Run: .venv/bin/python bench/accountant.py [--quick] [--k2 [--k2-min-n N] [--k2-max-n N]] [--family]
 """
 
 from __future__ import annotations
@@ -128,13 +132,61 @@ def print_k2(min_n: float, max_n: float) -> None:
             )
 
 
+def print_family() -> None:
+    """family_counts.family_all: CPU seconds of the first eps (laws included) and of a second,
+    peak traced MiB of the first, the best a and its gain over max(F(0), F(n - 1)); tight's
+    delta(eps) from cold caches. One run each (the machine's load shows in the figures)."""
+    from shuffledp.accountant import family_counts
+
+    def cold() -> None:
+        family_counts._laws.cache_clear()
+        family_counts._all_family.cache_clear()
+
+    print("every a of F(a): n k eps0 eps | first s, next s, MiB | best a, best / ends | tight s")
+    for n, k, eps0, eps in [
+        (30, 4, 0.5, 0.4),
+        (100, 10, 2.0, 1.0),
+        (100, 100, 0.5, 0.1),
+        (150, 3, 4.0, 3.2),
+        (200, 10, 2.0, 1.0),
+    ]:
+        mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+        cold()
+        start = time.process_time()
+        every = family_counts.family_all(mech, eps)
+        first = time.process_time() - start
+        start = time.process_time()
+        family_counts.family_all(mech, eps * 0.99)
+        second = time.process_time() - start
+        cold()
+        tracemalloc.start()
+        family_counts.family_all(mech, eps)
+        mib = tracemalloc.get_traced_memory()[1] / 2**20
+        tracemalloc.stop()
+        best = max(range(n), key=lambda a: every[a].lower)
+        gain = every[best].lower / max(every[0].lower, every[n - 1].lower)
+        cold()
+        start = time.process_time()
+        Tight().delta(mech, eps)
+        t_tight = time.process_time() - start
+        print(
+            f"  {n} {k} {eps0} {eps} | {first:.3f} {second:.3f} {mib:.0f} | "
+            f"{best} {gain:.4f} | {t_tight:.3f}",
+            flush=True,
+        )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer repetitions")
     parser.add_argument("--k2", action="store_true", help="only the k = 2 section")
     parser.add_argument("--k2-max-n", type=float, default=1e6, help="largest n of --k2")
     parser.add_argument("--k2-min-n", type=float, default=1e4, help="smallest n of --k2")
+    parser.add_argument("--family", action="store_true", help="only every a of F(a)")
     args = parser.parse_args()
+    if args.family:
+        print_family()
+        return
     if args.k2:
         print_k2(args.k2_min_n, args.k2_max_n)
         return

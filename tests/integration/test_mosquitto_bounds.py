@@ -33,7 +33,7 @@ def _require_plugin() -> None:
     if build.path is None:
         if os.environ.get("CI", "").lower() not in ("", "0", "false", "no"):
             pytest.fail(f"CI must build the Mosquitto bounds plugin: {build.reason}")
-        pytest.skip(build.reason)
+        pytest.skip(f"cannot build the Mosquitto bounds plugin: {build.reason}")
 
 
 @pytest_asyncio.fixture

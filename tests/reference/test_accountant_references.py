@@ -4,7 +4,7 @@ tests/data/accountant_references.json holds 60-digit values of tests/reference/r
 tools/make_accountant_references.py (mpmath at n in the hundreds takes seconds per value, so they
 are precomputed). The production classes OptimalBlanket and FamilyF(a) must bracket each
 reference with a relative width of at most 1e-9 (below the normal double range, 2.2e-308, only
-containment); they are looked up at run time and the tests skip while they do not exist.
+containment).
 
 The references themselves are checked here against the checked values in docs/accounting.md, against brute
 force over the G-form's categories, and against the 80-digit exhaustive oracle tests/reference/oracle.py
@@ -13,7 +13,6 @@ at small n; tests/reference/test_accountant_exhaustive.py checks them against th
 
 from __future__ import annotations
 
-import importlib
 import itertools
 import json
 import sys
@@ -23,7 +22,7 @@ from typing import Any
 import mpmath
 import pytest
 
-from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant import FamilyF, OptimalBlanket, ShuffledKRR
 from tests.paths import TESTS_DATA
 from tests.reference import oracle, references
 
@@ -35,14 +34,6 @@ RECORDS: list[dict[str, Any]] = DOC["records"]
 CONTAIN = 1e-12
 #: ... and be at most this wide (upper / lower - 1)
 WIDTH = 1e-9
-
-
-def production(name: str) -> Any:
-    """shuffledp.accountant.<name>, or skip the test while it does not exist."""
-    cls = getattr(importlib.import_module("shuffledp.accountant"), name, None)
-    if cls is None:
-        pytest.skip(f"shuffledp.accountant.{name} does not exist yet")
-    return cls
 
 
 def _id(r: dict[str, Any]) -> str:
@@ -63,14 +54,7 @@ def _mp(text: str) -> Any:
 def test_production_brackets_the_reference(record: dict[str, Any]) -> None:
     """Expected values: tests/data/accountant_references.json (tests/reference/references.py at 60 digits,
     20 significant digits kept). Exact zeros must come out as the bracket (0, 0)."""
-    if record["bound"] == "optimal-blanket":
-        bound = production("OptimalBlanket")()
-    else:
-        from shuffledp.accountant.family import DP_MAX_N
-
-        if 0 < record["a"] < record["n"] - 1 and record["k"] >= 3 and record["n"] > DP_MAX_N:
-            pytest.skip(f"F(a) with 0 < a < n-1 is computed for n <= {DP_MAX_N} only")
-        bound = production("FamilyF")(record["a"])
+    bound = OptimalBlanket() if record["bound"] == "optimal-blanket" else FamilyF(record["a"])
     mech = ShuffledKRR(n=record["n"], k=record["k"], eps0=record["eps0"])
     b = bound.bracket(mech, record["eps"])
     ref = _mp(record["value"])

@@ -24,6 +24,7 @@ def test_segments_cover_the_range_once_per_direction(near: int, half: int) -> No
             assert start == end + 1
 
 
+@pytest.mark.slow  # 3-7 s each: every a of n = 3000 by k2_exact
 @pytest.mark.parametrize(("n", "eps0", "eps"), [(3000, 0.5, 0.05), (3000, 4.0, 0.3)])
 def test_waves_contain_the_maximum_over_every_a(n: int, eps0: float, eps: float) -> None:
     """max over every a of F(a) (k2_exact, one by one) is inside the certificate's bracket,
@@ -39,6 +40,7 @@ def test_waves_contain_the_maximum_over_every_a(n: int, eps0: float, eps: float)
     assert got.upper <= got.lower * (1 + 1e-9)
 
 
+@pytest.mark.slow  # 6 s
 def test_waves_out_of_work_stay_valid() -> None:
     """With no work allowed after the exact a <= 64, each segment's rest is bounded as one
     block: wider, but still above the maximum over every a."""

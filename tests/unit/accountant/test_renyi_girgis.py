@@ -78,7 +78,7 @@ def test_nbar_is_the_floor() -> None:
 
 
 # ----------------------------------------------------------------------------------------------
-# (2) The exhaustive oracle (delta itself: TestRenyiGirgis in tests/reference/test_bounds_oracle.py)
+# (2) The exhaustive oracle (delta itself: TestRenyiGirgis and test_every_bound_against_the_80_digit_worst_case in tests/reference/test_accountant_exhaustive.py)
 
 
 def exact_worst_rdp(n: int, k: int, eps0: float, lam: int) -> mpmath.mpf:
