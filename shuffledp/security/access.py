@@ -327,6 +327,19 @@ def _install_bounds_plugin(root: Path, *, overwrite: bool) -> PluginBuild:
     return PluginBuild(target)
 
 
+def installed_bounds_plugin(root: Path) -> PluginBuild:
+    """The bounds plugin :func:`init_access` copied into the access directory ``root``, or, if
+    it is not there, why not (what :func:`build_bounds_plugin` says, or that it is missing):
+    for a configuration written after ``init_access`` (``keys init --tls``)."""
+    target = root / LIBRARY
+    if target.is_file():
+        return PluginBuild(target)
+    build = build_bounds_plugin()
+    if build.path is None:
+        return build
+    return PluginBuild(None, f"{target} is missing (`shuffledp keys init --overwrite` installs it)")
+
+
 def _mosquitto_config_text(root: Path, bounds: str) -> str:
     """``mosquitto.conf`` of the access directory ``root``: its accounts and ACL, the per-role
     bounds (``bounds``: :func:`bounds_settings`), the delivery and persistence settings, one
