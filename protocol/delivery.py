@@ -13,16 +13,34 @@ from __future__ import annotations
 
 from shuffledp.errors import OperationalError
 
-__all__ = ["EXIT_LOST", "ReportsLostError", "leg_name", "loss_line"]
+__all__ = [
+    "EXIT_LOST",
+    "EXIT_PUBLISHED",
+    "ReportExistsError",
+    "ReportsLostError",
+    "leg_name",
+    "loss_line",
+]
 
 EXIT_LOST = 5
 """Exit status of a stage command (and of ``simulate``) when genuine reports were lost and
 ``--accept-loss`` was not given."""
 
 
+EXIT_PUBLISHED = 6
+"""Exit status of an analyzer that found its round's report already published and derived
+another outcome: it published nothing (a round's report is written once,
+:mod:`shuffledp.analyzer.published`)."""
+
+
 class ReportsLostError(OperationalError):
     """Genuine reports were not counted and the loss was not accepted (``--accept-loss``); the
     message is the one-line :func:`loss_line`."""
+
+
+class ReportExistsError(OperationalError):
+    """The round's report is already published and this run derived another one; nothing was
+    published (exit status :data:`EXIT_PUBLISHED`)."""
 
 
 def leg_name(source: str, sink: str) -> str:

@@ -37,7 +37,12 @@ from shuffledp.errors import (
     OutsideConditionsError,
     ShuffledpError,
 )
-from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
+from shuffledp.protocol.delivery import (
+    EXIT_LOST,
+    EXIT_PUBLISHED,
+    ReportExistsError,
+    ReportsLostError,
+)
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
 
@@ -89,6 +94,8 @@ def exit_status(error: BaseException) -> int | None:
         return EXIT_USAGE
     if isinstance(error, ReportsLostError):
         return EXIT_LOST
+    if isinstance(error, ReportExistsError):
+        return EXIT_PUBLISHED
     if isinstance(error, OperationalError | ShuffledpError | OSError):
         return EXIT_FAILURE
     return None
