@@ -395,9 +395,11 @@ class MqttTransport:
         # publishes it again (else the other stages would wait for a "ready" that is gone).
         self._will_status: bytes | None = None
         self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
+        self._epoch = 0  # +1 per reconnection attempt, as it begins (the property epoch)
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
-        self._stale: set[int] = set()  # ids of messages received on a connection since lost
+        # ids of messages received on a connection since lost, with that connection's epoch
+        self._stale: dict[int, int] = {}
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
     def _incoming_queue(self, maxsize: int = 0) -> asyncio.Queue[aiomqtt.Message]:
@@ -533,6 +535,13 @@ class MqttTransport:
         if generation == self._generation:
             self._client._client.ack(mid, QOS)
 
+    @property
+    def epoch(self) -> int:
+        """The connection epoch (:func:`~shuffledp.protocol.transport.connection_epoch`): +1 at
+        every reconnection attempt, as it begins; every received :class:`Message` carries the
+        epoch it was received in (one received on a connection since lost, its older one)."""
+        return self._epoch
+
     def on_session_lost(self, listener: Callable[[], object]) -> None:
         """Call ``listener()`` after every reconnection that found the session gone (the
         reconnection is complete then: subscriptions renewed, the will status republished)."""
@@ -558,12 +567,15 @@ class MqttTransport:
         not yet taken move to the new client's queue, without their acknowledgement ids (those
         belong to the lost connection; the resumed session delivers them again)."""
         leftover = self._queue
+        # A new epoch from before the first message of the new connection can arrive: what
+        # is stamped with an older one was received before the connection was lost.
+        old_epoch, self._epoch = self._epoch, self._epoch + 1
         self._client = self._make_client()
         while leftover is not None and self._queue is not None and leftover is not self._queue:
             if leftover.empty():
                 break
             message = leftover.get_nowait()
-            self._stale.add(id(message))
+            self._stale.setdefault(id(message), old_epoch)
             self._queue.put_nowait(message)
         async with asyncio.timeout(2 * self.timeout + ABORT_DISCONNECT_SECONDS):
             await self._client.__aenter__()
@@ -667,10 +679,11 @@ class MqttTransport:
                     else:  # aiomqtt decodes nothing; int/float/None only come from publishers
                         data = b"" if payload is None else str(payload).encode()
                     ack_id = None
-                    if id(message) in self._stale:
-                        self._stale.discard(id(message))  # received on a lost connection
-                    elif self.manual_ack and message.qos > 0:
-                        ack_id = self._generation * _MID_SPAN + message.mid
-                    yield Message(message.topic.value, data, ack_id)
+                    epoch = self._stale.pop(id(message), None)  # received on a lost connection
+                    if epoch is None:
+                        epoch = self._epoch
+                        if self.manual_ack and message.qos > 0:
+                            ack_id = self._generation * _MID_SPAN + message.mid
+                    yield Message(message.topic.value, data, ack_id, epoch)
             except aiomqtt.MqttError as exc:
                 await self._reconnect(generation, exc, f"connection to {self.url} lost")
