@@ -522,6 +522,7 @@ def _run_hop(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
+            exclusive=True,  # a second process as this hop stops (IdentityInUseError)
             **_session(args, settings.stage, secret, persistent=journaled),
         ) as t:
             result = await run_hop(
@@ -597,6 +598,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
+            exclusive=True,  # a second analyzer stops (IdentityInUseError)
             **_session(args, "analyzer", secret, persistent=journaled),
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
