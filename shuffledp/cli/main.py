@@ -20,6 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from shuffledp import __version__
 from shuffledp.cli import account as account_cli
@@ -114,7 +115,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert status is not None
         print(f"shuffledp {_command(args)}: error: {_one_line(exc)}", file=sys.stderr)
         return status
+    except ExceptionGroup as group:
+        # Concurrent publishes (publish_all's TaskGroup) that failed for one reason, e.g. the
+        # connection lost for good or taken over: the first error's one line, not a traceback.
+        first = _first_leaf(group)
+        status = exit_status(first)
+        if status is None:
+            raise
+        print(f"shuffledp {_command(args)}: error: {_one_line(first)}", file=sys.stderr)
+        return status
     return code
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first error of ``group`` that is not itself a group."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup) and first.exceptions:
+        first = first.exceptions[0]
+    return first
 
 
 def _discard_stdout() -> None:
