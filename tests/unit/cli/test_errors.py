@@ -85,7 +85,7 @@ def test_a_group_of_failed_publishes_is_its_first_error_in_one_line(
     argv = ["account", "--n", "10", "--k", "3", "--eps0", "1", "--eps", "1"]
     for error, status in [(ReportExistsError("published"), 6), (IdentityInUseError("taken"), 1)]:
 
-        def failed(args: object, error: BaseException = error) -> int:
+        def failed(args: object, error: Exception = error) -> int:
             raise ExceptionGroup("publishes", [ExceptionGroup("inner", [error]), error])
 
         monkeypatch.setattr(account, "run", failed)
