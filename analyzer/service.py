@@ -16,6 +16,11 @@
    loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
    with a ``warning`` saying so.
 
+Written once (:mod:`~shuffledp.analyzer.published`): the analyzer subscribes to the report
+topic before its ingress; a report already retained there ends collection at once and is never
+published over: the same outcome re-derived is returned as published, another one raises
+ReportExistsError (exit status 6).
+
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
 (:mod:`~shuffledp.protocol.journal`, the hops' record format) and acknowledges each burst of
