@@ -65,6 +65,12 @@ OPEN_CONFIG_HEADER = """\
 # deploy/mosquitto.conf or the mosquitto.conf of `shuffledp keys init` (accounts and ACLs).
 """
 
+SECURED_CONFIG_HEADER = """\
+# Mosquitto 2.x configuration for shuffledp (made by write_mosquitto_config in
+# shuffledp/brokers/mosquitto.py): the accounts and topic ACLs of a `shuffledp keys init`
+# key directory; no anonymous client is accepted.
+"""
+
 DEPLOY_CONFIG_HEADER = """\
 # Mosquitto 2.x configuration for shuffledp (shuffledp/brokers/mosquitto.py,
 # deploy_mosquitto_config): the accounts, topic ACL and per-role bounds of the key directory
@@ -121,7 +127,7 @@ def write_mosquitto_config(
     from shuffledp.security.tls import mosquitto_tls_listener
 
     path = Path(directory) / "mosquitto.conf"
-    text = OPEN_CONFIG_HEADER + MOSQUITTO_CONFIG_TEMPLATE.format(port=check_port(port))
+    text = MOSQUITTO_CONFIG_TEMPLATE.format(port=check_port(port))
     if not persistence:
         text = text.replace("persistence true\n", "persistence false\n", 1)
     elif persistence_location is not None:
@@ -131,6 +137,9 @@ def write_mosquitto_config(
         )
     if access_dir is not None:
         text = _with_accounts(text, port, check_access_dir(access_dir), bounds_plugin)
+        text = SECURED_CONFIG_HEADER + text
+    else:
+        text = OPEN_CONFIG_HEADER + text
     if (tls_dir is None) != (tls_port is None):
         raise InvalidParameterError(
             f"tls_dir and tls_port must be given together (both or neither), got tls_dir "

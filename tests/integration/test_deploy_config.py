@@ -11,7 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.brokers.mosquitto import DEPLOY_KEYS, deploy_mosquitto_config, find_mosquitto
+from shuffledp.brokers.mosquitto import (
+    DEPLOY_KEYS,
+    deploy_mosquitto_config,
+    find_mosquitto,
+    write_mosquitto_config,
+)
 from shuffledp.brokers.ports import accepts_connections, free_loopback_port
 from shuffledp.protocol.mqtt import MqttConnectionError, MqttTransport
 from shuffledp.security.access import init_access, load_password
@@ -38,6 +43,15 @@ def test_deploy_config_requires_accounts_and_loads_the_bounds_plugin() -> None:
     assert settings["plugin"] == [f"{DEPLOY_KEYS}/access/mosquitto_bounds.so"]
     lines = shipped.splitlines()
     assert lines.index("use_username_as_clientid true") > lines.index("listener 1883 127.0.0.1")
+
+
+def test_only_the_open_test_configuration_is_labelled_for_tests(tmp_path: Path) -> None:
+    init_access(tmp_path / "keys", hops=1, client_processes=1, prefix="label-test")
+    secured = write_mosquitto_config(tmp_path, 1999, access_dir=tmp_path / "keys" / "access")
+    text = secured.read_text()
+    assert "FOR TESTS ONLY" not in text and _settings(text)["allow_anonymous"] == ["false"]
+    open_text = write_mosquitto_config(tmp_path, 1999).read_text()
+    assert open_text.startswith("# FOR TESTS ONLY") and "allow_anonymous true\n" in open_text
 
 
 @pytest.mark.integration
