@@ -63,6 +63,8 @@ OPEN_CONFIG_HEADER = """\
 # CI (made by write_mosquitto_config in shuffledp/brokers/mosquitto.py). Do not deploy it: any
 # process on this machine could publish a fake report or a stage's status. Deploy
 # deploy/mosquitto.conf or the mosquitto.conf of `shuffledp keys init` (accounts and ACLs).
+# No per-role bounds plugin (shuffledp/security/mosquitto_bounds.c): it tells client accounts
+# from stage accounts and defers to an acl_file, and here there are neither.
 """
 
 SECURED_CONFIG_HEADER = """\
