@@ -16,6 +16,11 @@
    loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
    with a ``warning`` saying so.
 
+Written once (:mod:`~shuffledp.analyzer.published`): the analyzer subscribes to the report
+topic before its ingress; a report already retained there ends collection at once and is never
+published over: the same outcome re-derived is returned as published, another one raises
+ReportExistsError (exit status 6).
+
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
 (:mod:`~shuffledp.protocol.journal`, the hops' record format) and acknowledges each burst of
@@ -46,6 +51,7 @@ from nacl.signing import VerifyKey
 
 from shuffledp.accountant.mechanism import check_range, require_delta, require_eps
 from shuffledp.analyzer.delivery import account_delivery
+from shuffledp.analyzer.published import ReportWatch, first_report
 from shuffledp.analyzer.records import AnalyzerTimings, Delivery, PublishedReport
 from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
@@ -68,6 +74,8 @@ logger = logging.getLogger("shuffledp.analyzer")
 FRAME_BURST = 16
 """Frames (up to 256 KiB each) taken, journaled and acknowledged together (as a hop does)."""
 STAGE = "analyzer"
+MAX_PENDING = 100_000
+"""At most this many messages already received are looked through before publishing."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -206,10 +214,13 @@ class _AnalyzerIntake:
     journal: HopJournal | None
     mapper: Mapper
     ingress: str
+    watch: ReportWatch
     burst: int = FRAME_BURST
 
     def complete(self) -> bool:
-        return self.assembler.complete
+        """The last hop's batch is complete, or the round's report is already published (a
+        rerun: nothing it collects could be published, analyzer/published.py)."""
+        return self.assembler.complete or self.watch.existing is not None
 
     def counts(self) -> dict[str, Any]:
         return {
@@ -252,7 +263,9 @@ async def _run_analyzer(
             journal=journal,
             mapper=mapper,
             ingress=analyzer_topic(settings.prefix, settings.round_id),
+            watch=ReportWatch(report_topic(settings.prefix, settings.round_id)),
         )
+        stage.aside = intake.watch
         timed_out, collect_seconds = await _collect(stage, intake)
         stages, rejected = _stages(intake, timed_out, collect_seconds)
         report = _report(
@@ -266,7 +279,7 @@ async def _run_analyzer(
             true_histogram=true_histogram,
             baseline_rng=baseline_rng,
         )
-        await _publish(stage, intake, report)
+        report = await _publish(stage, intake, report)
     logger.info(
         "analyzer round %d: received %d of %d expected, rejected %s",
         settings.round_id,
@@ -284,6 +297,8 @@ async def _collect(stage: Stage, intake: _AnalyzerIntake) -> tuple[bool, float]:
     analyzer, assembler, journal = intake.analyzer, intake.assembler, intake.journal
     if journal is not None:
         await asyncio.to_thread(replay, journal.contents, analyzer, assembler, mapper=intake.mapper)
+    # The report topic first: a retained report there comes before the ingress's SUBACK.
+    await stage.subscribe(intake.watch.topic)
     await stage.subscribe(intake.ingress)
     started = await stage.announce_ready()
     clock = CollectClock(
@@ -298,18 +313,27 @@ async def _collect(stage: Stage, intake: _AnalyzerIntake) -> tuple[bool, float]:
     return timed_out, collect_seconds
 
 
-async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]) -> None:
+async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]) -> dict[str, Any]:
     """The report on the report topic (retained), the journal removed, then ``done`` (or
-    ``refused``)."""
-    await stage.transport.publish(
-        report_topic(stage.prefix, stage.round_id),
-        json.dumps(report, allow_nan=False).encode(),
-        retain=True,
-    )
+    ``refused``); returns the round's published report. Written once: if the topic already
+    holds a report, nothing is published, and that report is returned if ``report`` is the
+    same outcome, else ReportExistsError (analyzer/published.py; the journal is then kept)."""
+    # Whatever has already arrived (a retained report comes before the ingress's SUBACK) is
+    # looked at, also when collection ended at once (a journal that held the whole batch).
+    for _ in range(MAX_PENDING):
+        if await stage.next_message(0) is None:
+            break
+    if intake.watch.existing is not None:
+        report = first_report(intake.watch.existing, report, stage.round_id)
+    else:
+        await stage.transport.publish(
+            intake.watch.topic, json.dumps(report, allow_nan=False).encode(), retain=True
+        )
     if intake.journal is not None:
         await asyncio.to_thread(intake.journal.remove)  # published: nothing left to recover
     state = "refused" if "error" in report else "done"
-    await stage.announce(state, received=intake.analyzer.n_received)
+    await stage.announce(state, received=report.get("n_received"))
+    return report
 
 
 def _stages(

@@ -27,7 +27,9 @@ from shuffledp.protocol.errors import DecryptionFailed
 
 __all__ = [
     "EXIT_LOST",
+    "EXIT_PUBLISHED",
     "GENUINE_LOSS_REASONS",
+    "ReportExistsError",
     "ReportsLostError",
     "leg_name",
     "loss_line",
@@ -44,9 +46,20 @@ EXIT_LOST = 5
 ``--accept-loss`` was not given."""
 
 
+EXIT_PUBLISHED = 6
+"""Exit status of an analyzer that found its round's report already published and derived
+another outcome: it published nothing (a round's report is written once,
+:mod:`shuffledp.analyzer.published`)."""
+
+
 class ReportsLostError(OperationalError):
     """Genuine reports were not counted and the loss was not accepted (``--accept-loss``); the
     message is the one-line :func:`loss_line`."""
+
+
+class ReportExistsError(OperationalError):
+    """The round's report is already published and this run derived another one; nothing was
+    published (exit status :data:`EXIT_PUBLISHED`)."""
 
 
 def leg_name(source: str, sink: str) -> str:

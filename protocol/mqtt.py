@@ -31,11 +31,13 @@ from typing import Any, Self, cast
 import aiomqtt
 
 from shuffledp.errors import BrokerError, InvalidParameterError
+from shuffledp.protocol.instance_lock import InstanceLock
 from shuffledp.protocol.transport import Message
 from shuffledp.validation import require_int, require_positive
 
 __all__ = [
     "BrokerAddress",
+    "IdentityInUseError",
     "MqttConnectionError",
     "MqttTransport",
     "parse_broker_address",
@@ -76,6 +78,20 @@ def _unreachable(cause: BaseException | None) -> str | None:
 
 class MqttConnectionError(BrokerError):
     """The broker could not be reached, or the connection was lost."""
+
+
+class IdentityInUseError(MqttConnectionError):
+    """Another process is connected under this connection's identity (an ``exclusive``
+    :class:`MqttTransport`: the broker handed the connection over to it); this one stops."""
+
+
+#: An exclusive connection taken over this many times within TAKEOVER_WINDOW seconds stops
+#: (at the loss that would be the last: it does not take the connection back once more).
+TAKEOVER_LIMIT = 3
+TAKEOVER_WINDOW = 30.0
+#: A first connection lost this soon after it was opened counts as one takeover more (a
+#: newcomer is taken over at once by the process that was running: the newcomer stops first).
+YOUNG_SECONDS = 5.0
 
 
 _PORT_RE = re.compile(r"[0-9]{1,5}")
@@ -318,6 +334,16 @@ class MqttTransport:
     under the same id, a timeout) is retried with a growing pause; only the time limit ends it,
     with MqttConnectionError (one line). :attr:`reconnects` counts the reconnections.
 
+    ``exclusive=True`` (a stage: one process per identity): entering the block first takes
+    this machine's lock on (URL, client id) (:mod:`~shuffledp.protocol.instance_lock`): a second
+    process here raises :class:`IdentityInUseError` before it connects, leaving the first
+    untouched. From another machine the two would take the connection from each other: a
+    reconnection at the first attempt (the broker was up) counts as a takeover, a first
+    connection lost within :data:`YOUNG_SECONDS` as one more (the newcomer's), and the loss that
+    would make :data:`TAKEOVER_LIMIT` of them within :data:`TAKEOVER_WINDOW` seconds stops the
+    process with IdentityInUseError (one line naming the identity) without reconnecting: the
+    other keeps the connection.
+
     ``fresh_session=True`` (with ``persistent_session``): a process that has nothing to resume
     (no journal) first ends any session its client id left behind, then opens its own; without
     it a restarted process resumes the session (its subscriptions, the messages queued for it).
@@ -354,6 +380,7 @@ class MqttTransport:
         persistent_session: bool = False,
         reconnect_timeout: float = 0.0,
         fresh_session: bool = False,
+        exclusive: bool = False,
     ) -> None:
         address = parse_broker_address(url)
         self.host, self.port, self.tls = address.host, address.port, address.tls
@@ -366,6 +393,7 @@ class MqttTransport:
         self._password = password
         self._max_in_flight = max_in_flight
         _check_flags(
+            exclusive=exclusive,
             manual_ack=manual_ack,
             persistent_session=persistent_session,
             fresh_session=fresh_session,
@@ -373,6 +401,7 @@ class MqttTransport:
         self.manual_ack = manual_ack
         self.persistent_session = persistent_session
         self.fresh_session = fresh_session and persistent_session
+        self.exclusive = exclusive
         self.reconnect_timeout = _reconnect_seconds(reconnect_timeout, persistent_session)
         self._will_topic = will_topic
         self._init_connection_state()
@@ -395,9 +424,15 @@ class MqttTransport:
         # publishes it again (else the other stages would wait for a "ready" that is gone).
         self._will_status: bytes | None = None
         self._generation = 0  # +1 per reconnection: a task tells whether another reconnected
+        self._epoch = 0  # +1 per reconnection attempt, as it begins (the property epoch)
+        self._takeovers: list[float] = []  # when recent takeovers were noticed (exclusive)
+        self._superseded: str | None = None  # why an exclusive connection stopped for good
+        self._connected_since = time.monotonic()  # when the current connection was opened
+        self._lock: InstanceLock | None = None  # this machine's lock, while connected
         self._reconnecting: asyncio.Lock | None = None
         self._subscriptions: list[str] = []
-        self._stale: set[int] = set()  # ids of messages received on a connection since lost
+        # ids of messages received on a connection since lost, with that connection's epoch
+        self._stale: dict[int, int] = {}
         self._queue: asyncio.Queue[aiomqtt.Message] | None = None
 
     def _incoming_queue(self, maxsize: int = 0) -> asyncio.Queue[aiomqtt.Message]:
@@ -449,6 +484,30 @@ class MqttTransport:
         return client
 
     async def __aenter__(self) -> Self:
+        if self.exclusive:
+            self._lock = InstanceLock(f"{self.url}\0{self.client_id}")
+            if not self._lock.acquire():
+                path, self._lock = self._lock.path, None
+                raise IdentityInUseError(
+                    f"another process on this machine is connected to {self.url} as "
+                    f"{self._who()} with this client id (lock {path}); one process per "
+                    f"identity: this one stops before connecting"
+                )
+        try:
+            return await self._enter()
+        except BaseException:
+            self._release_lock()
+            raise
+
+    def _who(self) -> str:
+        return f"user {self.username!r}" if self.username is not None else repr(self.client_id)
+
+    def _release_lock(self) -> None:
+        if self._lock is not None:
+            self._lock.release()
+            self._lock = None
+
+    async def _enter(self) -> Self:
         if self.fresh_session:
             # A process with nothing to resume: whatever session this id left behind (a
             # killed process, another round under the same account) is ended first.
@@ -489,6 +548,7 @@ class MqttTransport:
             else:
                 message = f"{where}: {exc}"
             raise MqttConnectionError(" ".join(message.split())) from exc
+        self._connected_since = time.monotonic()
         return self
 
     async def __aexit__(
@@ -497,17 +557,20 @@ class MqttTransport:
         exc: BaseException | None,
         traceback: TracebackType | None,
     ) -> None:
-        if exc_type is None:
-            with contextlib.suppress(aiomqtt.MqttError):  # already disconnected: nothing to do
-                await self._client.__aexit__(exc_type, exc, traceback)
-            if self.persistent_session:
-                await self._end_session()
-            return
-        # Leaving on an error or a cancellation (Ctrl-C): a polite DISCONNECT gets a short
-        # while, not aiomqtt's 10 s, so that shutting down is never held up by a slow broker.
-        with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
-            async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
-                await self._client.__aexit__(exc_type, exc, traceback)
+        try:
+            if exc_type is None and self._superseded is None:
+                with contextlib.suppress(aiomqtt.MqttError):  # already disconnected
+                    await self._client.__aexit__(exc_type, exc, traceback)
+                if self.persistent_session:
+                    await self._end_session()
+                return
+            # Leaving on an error or a cancellation (Ctrl-C): a polite DISCONNECT gets a short
+            # while, not aiomqtt's 10 s, so that shutting down is never held up by a slow broker.
+            with contextlib.suppress(aiomqtt.MqttError, TimeoutError):
+                async with asyncio.timeout(ABORT_DISCONNECT_SECONDS):
+                    await self._client.__aexit__(exc_type, exc, traceback)
+        finally:
+            self._release_lock()
 
     async def _end_session(self) -> None:
         """Make the broker forget this client's persistent session (its subscriptions and
@@ -532,6 +595,13 @@ class MqttTransport:
         generation, mid = divmod(message.ack_id, _MID_SPAN)
         if generation == self._generation:
             self._client._client.ack(mid, QOS)
+
+    @property
+    def epoch(self) -> int:
+        """The connection epoch (:func:`~shuffledp.protocol.transport.connection_epoch`): +1 at
+        every reconnection attempt, as it begins; every received :class:`Message` carries the
+        epoch it was received in (one received on a connection since lost, its older one)."""
+        return self._epoch
 
     def on_session_lost(self, listener: Callable[[], object]) -> None:
         """Call ``listener()`` after every reconnection that found the session gone (the
@@ -558,12 +628,15 @@ class MqttTransport:
         not yet taken move to the new client's queue, without their acknowledgement ids (those
         belong to the lost connection; the resumed session delivers them again)."""
         leftover = self._queue
+        # A new epoch from before the first message of the new connection can arrive: what
+        # is stamped with an older one was received before the connection was lost.
+        old_epoch, self._epoch = self._epoch, self._epoch + 1
         self._client = self._make_client()
         while leftover is not None and self._queue is not None and leftover is not self._queue:
             if leftover.empty():
                 break
             message = leftover.get_nowait()
-            self._stale.add(id(message))
+            self._stale.setdefault(id(message), old_epoch)
             self._queue.put_nowait(message)
         async with asyncio.timeout(2 * self.timeout + ABORT_DISCONNECT_SECONDS):
             await self._client.__aenter__()
@@ -581,6 +654,8 @@ class MqttTransport:
         ``reconnect_timeout`` seconds; then MqttConnectionError, one line. The session resumes:
         the broker redelivers what was not acknowledged and what it queued meanwhile; a session
         found gone is counted in :attr:`sessions_lost` and reported to the listeners."""
+        if self._superseded is not None:
+            raise IdentityInUseError(self._superseded) from lost
         if self.reconnect_timeout <= 0:
             raise MqttConnectionError(f"{failure}: {_one_line(lost)}") from lost
         if self._reconnecting is None:
@@ -588,13 +663,19 @@ class MqttTransport:
         async with self._reconnecting:
             if self._generation != generation:
                 return  # another task reconnected meanwhile
+            if self._superseded is not None:
+                raise IdentityInUseError(self._superseded) from lost
+            if self.exclusive:
+                self._stop_if_taken_over(lost)
             _RECONNECT_LOG.warning(
                 "connection to %s lost (%s); reconnecting", self.url, _one_line(lost)
             )
             await self._drop_client()
             give_up = time.monotonic() + self.reconnect_timeout
             pause = 0.1
+            attempts = 0
             while True:
+                attempts += 1
                 try:
                     await self._connect_again()
                     break
@@ -609,6 +690,9 @@ class MqttTransport:
                     pause = min(2 * pause, 2.0)
             self._generation += 1
             self.reconnects += 1
+            if self.exclusive and attempts == 1:  # the broker was up: the connection was taken
+                self._takeovers.append(time.monotonic())
+            self._connected_since = time.monotonic()
             _RECONNECT_LOG.warning(
                 "reconnected to %s (reconnection %d, session %s)",
                 self.url,
@@ -619,6 +703,26 @@ class MqttTransport:
                 self.sessions_lost += 1
                 for listener in list(self._session_lost_listeners):
                     listener()
+
+    def _stop_if_taken_over(self, lost: BaseException) -> None:
+        """An exclusive connection was lost (module docstring of the class): count a first
+        connection lost within YOUNG_SECONDS as a takeover, and if the takeovers within
+        TAKEOVER_WINDOW seconds (each reconnection at the first attempt: another process under
+        the same identity had the connection; Mosquitto's use_username_as_clientid makes that
+        any two of one account) would reach TAKEOVER_LIMIT with this loss, stop without
+        reconnecting: IdentityInUseError, one line, and every later operation raises it too."""
+        now = time.monotonic()
+        if self.reconnects == 0 and now - self._connected_since < YOUNG_SECONDS:
+            self._takeovers.append(now)
+        self._takeovers = [t for t in self._takeovers if now - t < TAKEOVER_WINDOW]
+        if len(self._takeovers) + 1 < TAKEOVER_LIMIT:
+            return
+        self._superseded = (
+            f"another process is connected to {self.url} as {self._who()} (this connection was "
+            f"taken over {len(self._takeovers) + 1} times in {TAKEOVER_WINDOW:g} s); one process "
+            f"per identity: this one stops"
+        )
+        raise IdentityInUseError(self._superseded) from lost
 
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         """Publish at QoS 1 and wait for the PUBACK. With ``reconnect_timeout``, a lost
@@ -667,10 +771,11 @@ class MqttTransport:
                     else:  # aiomqtt decodes nothing; int/float/None only come from publishers
                         data = b"" if payload is None else str(payload).encode()
                     ack_id = None
-                    if id(message) in self._stale:
-                        self._stale.discard(id(message))  # received on a lost connection
-                    elif self.manual_ack and message.qos > 0:
-                        ack_id = self._generation * _MID_SPAN + message.mid
-                    yield Message(message.topic.value, data, ack_id)
+                    epoch = self._stale.pop(id(message), None)  # received on a lost connection
+                    if epoch is None:
+                        epoch = self._epoch
+                        if self.manual_ack and message.qos > 0:
+                            ack_id = self._generation * _MID_SPAN + message.mid
+                    yield Message(message.topic.value, data, ack_id, epoch)
             except aiomqtt.MqttError as exc:
                 await self._reconnect(generation, exc, f"connection to {self.url} lost")

@@ -14,7 +14,10 @@ Every stage of the pipeline does the same few things around its own work:
 - **await downstream ready**: publish downstream only after the downstream announced ``ready``
   (an MQTT broker drops what nobody subscribes to); the downstream's status is followed all the
   time, also while collecting, so a stage whose downstream is long ready does not wait at all;
-  after ``ready_timeout`` seconds the stage announces ``failed`` and raises NotReadyError;
+  after ``ready_timeout`` seconds the stage announces ``failed`` and raises NotReadyError. A
+  ``ready`` received before the connection was lost (the transport's epoch grew) no longer
+  counts: a broker that crashed may have restarted without the downstream's subscription, so
+  only a status received since says it listens (:meth:`Readiness.distrust`);
 - **settle**: acknowledge every message once it is dealt with (journaled, or not to be kept),
   or the broker's window of unacknowledged messages fills up and it stops delivering;
 - **drain before the deadline**: once the closing time has passed, a collecting stage still
@@ -65,7 +68,12 @@ from shuffledp.protocol.runtime import (
     retained_status,
 )
 from shuffledp.protocol.topics import status_topic
-from shuffledp.protocol.transport import AcknowledgingTransport, Message, Transport
+from shuffledp.protocol.transport import (
+    AcknowledgingTransport,
+    Message,
+    Transport,
+    connection_epoch,
+)
 
 __all__ = [
     "DRAIN_QUIET",
@@ -106,11 +114,27 @@ class Readiness:
     finished: bool = False
     """True once it announced an end (``done``, ``refused``, ``failed``), even if it has
     cleared its status since (a stage clears it right after: both may come in one read)."""
+    epoch: int = 0
+    """The connection epoch a status must have been received in to count
+    (:meth:`distrust`)."""
+
+    def distrust(self, epoch: int) -> None:
+        """The connection was lost and is now in ``epoch``: a broker that crashed may have
+        restarted without the downstream's subscription or retained status, so what was seen
+        before no longer says that it listens. Until a status received in ``epoch`` or later
+        comes (the downstream announces again once it is back), it is not ready."""
+        if epoch > self.epoch:
+            self.epoch = epoch
+            self.ready = False
+            self.state = None
 
     def note(self, message: Message) -> bool:
-        """Take ``message`` into account if it is the downstream's status; True iff it was."""
+        """Take ``message`` into account if it is the downstream's status; True iff it was (a
+        status received before the current epoch is taken and ignored)."""
         if message.topic != self.topic:
             return False
+        if message.epoch < self.epoch:
+            return True  # received before the connection was lost: stale
         body = decode_json(message.payload)
         state = None if body is None else body.get("state")
         self.state = state if isinstance(state, str) else None
@@ -336,8 +360,10 @@ class Stage:
 
     def _note_other(self, message: Message) -> None:
         """A message that is not an input: the downstream's status, or the aside's."""
-        if self.readiness is not None and self.readiness.note(message):
-            return
+        if self.readiness is not None:
+            self.readiness.distrust(connection_epoch(self.transport))
+            if self.readiness.note(message):
+                return
         if self.aside is not None and self.aside.wants(message.topic):
             self.aside.note(message)
 
@@ -389,7 +415,11 @@ class Stage:
         if readiness is None:
             raise RuntimeError(f"{self.name} has no downstream to wait for")
         deadline = time.monotonic() + timeout
-        while not readiness.ready:
+        while True:
+            # A ready seen before a lost connection no longer counts (Readiness.distrust).
+            readiness.distrust(connection_epoch(self.transport))
+            if readiness.ready:
+                return
             remaining = deadline - time.monotonic()
             if remaining <= 0:
                 await self.announce("failed", error=f"{readiness.stage} not ready")
@@ -412,8 +442,10 @@ class Stage:
             if message is None:
                 return None
             self.settle([message])
-            if self.readiness is not None and self.readiness.note(message):
-                continue
+            if self.readiness is not None:
+                self.readiness.distrust(connection_epoch(self.transport))
+                if self.readiness.note(message):
+                    continue
             if self.aside is not None and self.aside.wants(message.topic):
                 self.aside.note(message)
                 continue

@@ -47,6 +47,7 @@ __all__ = [
     "Message",
     "SessionReporting",
     "Transport",
+    "connection_epoch",
     "publish_all",
     "require_journaling",
     "sessions_lost",
@@ -60,12 +61,15 @@ class Message:
 
     ``ack_id``: what the transport needs to acknowledge it (the MQTT packet id of a QoS 1
     delivery on a manually acknowledging connection), None when nothing is to be acknowledged;
-    not part of the message's identity (equality ignores it).
+    ``epoch``: the transport's connection epoch (:func:`connection_epoch`) when it was
+    received, so that a stage can tell what it received before a connection was lost; neither
+    is part of the message's identity (equality ignores them).
     """
 
     topic: str
     payload: bytes
     ack_id: int | None = field(default=None, compare=False)
+    epoch: int = field(default=0, compare=False)
 
 
 class Transport(Protocol):
@@ -103,6 +107,16 @@ class SessionReporting(Protocol):
 def sessions_lost(transport: Transport) -> int:
     """``transport.sessions_lost``, or 0 for a transport that does not report lost sessions."""
     return transport.sessions_lost if isinstance(transport, SessionReporting) else 0
+
+
+def connection_epoch(transport: Transport) -> int:
+    """``transport.epoch``: how many times its connection was re-established (an MQTT
+    reconnection, the in-memory transport's lost session), or 0 for a transport that does not
+    say. What was retained before a new epoch may be gone from the broker (a broker that crashed
+    restarts without it): a stage trusts a downstream's ``ready`` only if it was received in the
+    current epoch (:class:`~shuffledp.protocol.stage.Readiness`)."""
+    epoch = getattr(transport, "epoch", 0)
+    return epoch if isinstance(epoch, int) else 0
 
 
 def require_journaling(transport: Transport) -> AcknowledgingTransport:
@@ -224,6 +238,11 @@ class MemoryTransport:
         self.sessions_lost += 1
         return lost
 
+    @property
+    def epoch(self) -> int:
+        """The connection epoch (:func:`connection_epoch`): the sessions lost so far."""
+        return self.sessions_lost
+
     async def publish(self, topic: str, payload: bytes, *, retain: bool = False) -> None:
         if not isinstance(payload, bytes | bytearray):
             raise TypeError(f"payload must be bytes, got {type(payload).__name__}")
@@ -233,7 +252,7 @@ class MemoryTransport:
     async def subscribe(self, topic_filter: str) -> None:
         self._filters.append(topic_filter)
         for message in self._broker._retained_for(topic_filter):
-            self._queue.put_nowait(message)
+            self._queue.put_nowait(Message(message.topic, message.payload, epoch=self.epoch))
 
     async def messages(self) -> AsyncIterator[Message]:
         while True:
@@ -244,7 +263,7 @@ class MemoryTransport:
 
     def _deliver(self, topic: str, payload: bytes) -> None:
         if any(topic_matches(f, topic) for f in self._filters):
-            self._queue.put_nowait(Message(topic, payload))
+            self._queue.put_nowait(Message(topic, payload, epoch=self.epoch))
 
     def _subscribed(self, topic: str) -> bool:
         return any(topic_matches(f, topic) for f in self._filters)

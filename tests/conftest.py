@@ -3,8 +3,9 @@
 - `embedded_broker_url`: an EmbeddedBroker (amqtt) on a free port, running in the test's own
   event loop (so only `@pytest.mark.asyncio` tests can use it).
 - `mosquitto_url`: $SHUFFLEDP_MOSQUITTO_URL if set, else a Mosquitto child process on a free port
-  with the project's configuration. Without mosquitto installed the test is skipped, except in CI
-  (env CI set), where it fails: CI must never skip the broker tests silently.
+  with the open test configuration (write_mosquitto_config without accounts). Without mosquitto
+  installed the test is skipped, except in CI (env CI set), where it fails: CI must never skip
+  the broker tests silently.
 - tests marked `shared_data` read the real Gowalla slices in ../shared/data: skipped where the
   folder is absent, a failure in CI.
 - the tiers: every test under tests/reference/ is marked `slow` and every test under

@@ -1,9 +1,12 @@
 """Mosquitto for the pipeline: its configuration, finding the binary, and a launcher.
 
 - :data:`MOSQUITTO_CONFIG_TEMPLATE` / :func:`write_mosquitto_config`: the project's Mosquitto 2.x
-  configuration (loopback listener, delivery settings, optional accounts, ACL and TLS). It ships
-  as ``deploy/mosquitto.conf`` (port 1883) for users who run Mosquitto themselves:
-  ``mosquitto -c deploy/mosquitto.conf``.
+  configuration (loopback listener, delivery settings, optional accounts, ACL and TLS). Without
+  accounts it is an open broker, labelled as for tests only (the test suite's and CI's broker).
+- :func:`deploy_mosquitto_config`: what ships as ``deploy/mosquitto.conf``, the same settings
+  with the accounts, ACL and bounds plugin of a key directory at :data:`DEPLOY_KEYS`
+  (``mosquitto -c deploy/mosquitto.conf`` refuses to start until ``shuffledp keys init`` has
+  made it): never an anonymous open broker.
 - :class:`MosquittoBroker` starts ``mosquitto -c CONF`` as a child process on a free loopback
   port; for large runs and the integration tests.
 
@@ -46,24 +49,47 @@ from shuffledp.security.access import (
 from shuffledp.security.mosquitto_bounds import PluginBuild, bounds_settings, build_bounds_plugin
 
 __all__ = [
+    "DEPLOY_KEYS",
     "MOSQUITTO_CONFIG_TEMPLATE",
     "MOSQUITTO_FALLBACKS",
     "MosquittoBroker",
+    "deploy_mosquitto_config",
     "find_mosquitto",
     "write_mosquitto_config",
 ]
 
+OPEN_CONFIG_HEADER = """\
+# FOR TESTS ONLY: an open Mosquitto (anonymous clients, no ACL) for shuffledp's test suite and
+# CI (made by write_mosquitto_config in shuffledp/brokers/mosquitto.py). Do not deploy it: any
+# process on this machine could publish a fake report or a stage's status. Deploy
+# deploy/mosquitto.conf or the mosquitto.conf of `shuffledp keys init` (accounts and ACLs).
+# No per-role bounds plugin (shuffledp/security/mosquitto_bounds.c): it tells client accounts
+# from stage accounts and defers to an acl_file, and here there are neither.
+"""
+
+SECURED_CONFIG_HEADER = """\
+# Mosquitto 2.x configuration for shuffledp (made by write_mosquitto_config in
+# shuffledp/brokers/mosquitto.py): the accounts and topic ACLs of a `shuffledp keys init`
+# key directory; no anonymous client is accepted.
+"""
+
+DEPLOY_CONFIG_HEADER = """\
+# Mosquitto 2.x configuration for shuffledp (shuffledp/brokers/mosquitto.py,
+# deploy_mosquitto_config): the accounts, topic ACL and per-role bounds of the key directory
+# {keys}, made by
+#   shuffledp keys init {keys} --hops 3
+# (Mosquitto refuses to start until it exists; `keys init` also writes this configuration with
+# its own paths, as {keys}/access/mosquitto.conf). No anonymous client is accepted.
+# Run: mosquitto -c deploy/mosquitto.conf   then each component with --keys {keys}
+"""
+
 MOSQUITTO_CONFIG_TEMPLATE = f"""\
-# Mosquitto 2.x configuration for shuffledp (made from MOSQUITTO_CONFIG_TEMPLATE in
-# shuffledp/brokers/mosquitto.py; deploy/mosquitto.conf is this file for port 1883).
-# Run: mosquitto -c deploy/mosquitto.conf   then: shuffledp simulate --broker mqtt://127.0.0.1:1883
 #
 # Security settings (allow_anonymous) apply to every listener alike; set before any listener.
 per_listener_settings false
 # Listen on port {{port}} of the loopback interface only: nothing off this machine can connect.
 listener {{port}} 127.0.0.1
-# Anonymous clients: reports are protected by their onion encryption, not by broker accounts;
-# acceptable only because the listener above is loopback-only.
+# Anonymous clients, no ACL: tests only (see above).
 allow_anonymous true
 {MOSQUITTO_DELIVERY_SETTINGS}# Keep sessions, subscriptions and queued messages across a restart, in mosquitto.db (in the
 # directory mosquitto starts in unless persistence_location says; saved every 300 s and on a
@@ -113,6 +139,9 @@ def write_mosquitto_config(
         )
     if access_dir is not None:
         text = _with_accounts(text, port, check_access_dir(access_dir), bounds_plugin)
+        text = SECURED_CONFIG_HEADER + text
+    else:
+        text = OPEN_CONFIG_HEADER + text
     if (tls_dir is None) != (tls_port is None):
         raise InvalidParameterError(
             f"tls_dir and tls_port must be given together (both or neither), got tls_dir "
@@ -138,16 +167,51 @@ def write_mosquitto_config(
     return path
 
 
-def _with_accounts(text: str, port: int, root: Path, bounds_plugin: PluginBuild | None) -> str:
+DEPLOY_KEYS = "/etc/shuffledp/keys"
+"""The key directory ``deploy/mosquitto.conf`` names (``shuffledp keys init /etc/shuffledp/keys``)."""
+DEPLOY_HOPS = 3
+"""The hops ``deploy/mosquitto.conf`` bounds a client's payload for (``keys init``'s default)."""
+
+
+def deploy_mosquitto_config(keys: str = DEPLOY_KEYS) -> str:
+    """The text of ``deploy/mosquitto.conf``: the template on port 1883 with the accounts, ACL
+    and bounds plugin of the key directory ``keys`` (absolute; nothing is read from it: a
+    Mosquitto started before ``keys init`` made it fails on the missing password file), persisting
+    in its ``access/``. Never an anonymous open broker."""
+    from shuffledp.security.broker_limits import client_payload_bytes
+    from shuffledp.security.mosquitto_bounds import LIBRARY
+
+    access = Path(keys) / "access"
+    text = MOSQUITTO_CONFIG_TEMPLATE.format(port=1883)
+    location = os.path.join(access, "")
+    text = text.replace(
+        "persistence true\n", f"persistence true\npersistence_location {location}\n", 1
+    )
+    plugin = PluginBuild(access / LIBRARY)
+    text = _with_accounts(text, 1883, access, plugin, client_payload_bytes(DEPLOY_HOPS))
+    return DEPLOY_CONFIG_HEADER.format(keys=keys) + text
+
+
+def _with_accounts(
+    text: str,
+    port: int,
+    root: Path,
+    bounds_plugin: PluginBuild | None,
+    client_payload: int | None = None,
+) -> str:
     """``text`` with the accounts and ACL of the access directory ``root``, the bounds plugin
-    (or the lines saying why it is not loaded), no anonymous clients, and client ids tied to
-    accounts on the plain listener."""
+    (or the lines saying why it is not loaded; ``client_payload``: the client accounts' bound,
+    by default that of ``root``'s hops), no anonymous clients, and client ids tied to accounts
+    on the plain listener."""
     from shuffledp.security.access import mosquitto_auth_settings
     from shuffledp.security.broker_limits import deployment_client_payload
 
+    if client_payload is None:
+        client_payload = deployment_client_payload(root)
     settings = mosquitto_auth_settings(root)
-    settings += bounds_settings(deployment_client_payload(root), bounds_plugin)
+    settings += bounds_settings(client_payload, bounds_plugin)
     text = text.replace("per_listener_settings false\n", settings, 1)
+    text = text.replace("# Anonymous clients, no ACL: tests only (see above).\n", "", 1)
     text = text.replace("allow_anonymous true\n", "", 1)
     listener = f"listener {port} {LOOPBACK}\n"
     return text.replace(listener, listener + MOSQUITTO_LISTENER_ACCOUNT_SETTINGS, 1)

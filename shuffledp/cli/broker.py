@@ -31,7 +31,8 @@ def add_parser(subparsers: Any) -> None:
         "broker",
         help="run the embedded MQTT broker (127.0.0.1 only) until Ctrl-C",
         description="Run the embedded MQTT broker (amqtt) on 127.0.0.1 in the foreground until "
-        "Ctrl-C or SIGTERM. For large runs prefer Mosquitto: mosquitto -c deploy/mosquitto.conf",
+        "Ctrl-C or SIGTERM. For large runs prefer Mosquitto: mosquitto -c KEYS/access/mosquitto.conf "
+        "(made by shuffledp keys init KEYS)",
         examples=[
             "shuffledp broker",
             "shuffledp broker --port 1884 --verbose",

@@ -12,7 +12,10 @@ reached or refused this component's account, or another failure (one line); 3 th
 refused (a hop held fewer than its minimum batch, or an upstream hop refused); 4 a stage did not
 become ready in time; 5 genuine reports were lost (one line saying how many and where, e.g.
 ``lost 1,613 of 20,000 reports between clients and hop-0``; ``--accept-loss`` publishes the
-smaller round instead, and the report says so); 130 interrupted.
+smaller round instead, and the report says so); 6 (analyzer) the round's report was already
+published and this run derived another outcome: it published nothing, one line says what is
+published (a round's report is written once; a rerun that re-derives the same outcome from its
+journal exits 0 and prints the published report); 130 interrupted.
 
 Broker accounts: each component logs in as its stage name (hop-<i>, analyzer, clients-<j>, the
 ``--name`` of a client process) with the password in ``KEYS/access/<identity>.password``
@@ -515,7 +518,8 @@ def _run(args: argparse.Namespace, main: Any) -> int:
         print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
         return EXIT_LOST
     # MqttConnectionError (an unreachable broker, a refused login) and every other
-    # ShuffledpError reach main(): one line, exit status 1 (2 for bad input).
+    # ShuffledpError reach main(): one line, exit status 1 (2 for bad input, 6 for the
+    # analyzer's ReportExistsError).
     return code
 
 
@@ -567,6 +571,7 @@ def _run_hop(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
+            exclusive=True,  # a second process as this hop stops (IdentityInUseError)
             **_session(args, settings.stage, secret, persistent=journaled),
         ) as t:
             result = await run_hop(
@@ -662,6 +667,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
+            exclusive=True,  # a second analyzer stops (IdentityInUseError)
             **_session(args, "analyzer", secret, persistent=journaled),
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)

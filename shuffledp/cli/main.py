@@ -20,6 +20,7 @@ import os
 import re
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from shuffledp import __version__
 from shuffledp.cli import account as account_cli
@@ -38,7 +39,12 @@ from shuffledp.errors import (
     OutsideConditionsError,
     ShuffledpError,
 )
-from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
+from shuffledp.protocol.delivery import (
+    EXIT_LOST,
+    EXIT_PUBLISHED,
+    ReportExistsError,
+    ReportsLostError,
+)
 
 __all__ = ["EXIT_BROKEN_PIPE", "EXIT_FAILURE", "EXIT_USAGE", "build_parser", "exit_status", "main"]
 
@@ -91,6 +97,8 @@ def exit_status(error: BaseException) -> int | None:
         return EXIT_USAGE
     if isinstance(error, ReportsLostError):
         return EXIT_LOST
+    if isinstance(error, ReportExistsError):
+        return EXIT_PUBLISHED
     if isinstance(error, OperationalError | ShuffledpError | OSError):
         return EXIT_FAILURE
     return None
@@ -109,7 +117,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         assert status is not None
         print(f"shuffledp {_command(args)}: error: {_one_line(exc)}", file=sys.stderr)
         return status
+    except ExceptionGroup as group:
+        # Concurrent publishes (publish_all's TaskGroup) that failed for one reason, e.g. the
+        # connection lost for good or taken over: the first error's one line, not a traceback.
+        first = _first_leaf(group)
+        status = exit_status(first)
+        if status is None:
+            raise
+        print(f"shuffledp {_command(args)}: error: {_one_line(first)}", file=sys.stderr)
+        return status
     return code
+
+
+def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:
+    """The first error of ``group`` that is not itself a group."""
+    first: BaseException = group
+    while isinstance(first, BaseExceptionGroup) and first.exceptions:
+        first = first.exceptions[0]
+    return first
 
 
 def _discard_stdout() -> None:

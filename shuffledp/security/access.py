@@ -23,9 +23,10 @@ writes ``DIR/access/``:
   hop-i reads ``R/hop/i`` and its downstream's status, writes its downstream's ingress
   (``R/hop/{i+1}`` or ``R/analyzer``) and its own status and progress, and hop-0 also reads
   ``R/claim/+`` and writes ``R/receipt/+`` (end-to-end delivery, protocol/receipts.py); the
-  analyzer reads ``R/analyzer``, writes ``R/report`` and its own status and progress; the
-  monitor reads ``R/status/+``, ``R/progress/+`` and ``R/report`` and writes ``R/status/+`` and
-  ``R/report`` (only to clear retained messages after a round). Nothing else is allowed.
+  analyzer reads ``R/analyzer`` and ``R/report`` (a round's report is written once: it looks
+  before publishing), writes ``R/report`` and its own status and progress, and is the only
+  identity that may write ``R/report``; the monitor reads ``R/status/+``, ``R/progress/+`` and
+  ``R/report`` and writes nothing. Nothing else is allowed.
 - ``mosquitto.conf`` (0644): a Mosquitto 2.x configuration on 127.0.0.1:1883 with
   ``allow_anonymous false`` and the two files above (``mosquitto -c DIR/access/mosquitto.conf``).
 - ``client-master.key`` (0600): 64 hex characters, the master key of client authentication
@@ -175,7 +176,8 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
     rules.append(
         AccessRules(
             identity="analyzer",
-            read=(f"{root}/analyzer",),
+            # it reads the report topic too: a round's report is written once (analyzer/service.py)
+            read=(f"{root}/analyzer", f"{root}/report"),
             write=(f"{root}/report", f"{root}/status/analyzer", f"{root}/progress/analyzer"),
         )
     )
@@ -183,7 +185,7 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
         AccessRules(
             identity=MONITOR,
             read=(f"{root}/status/+", f"{root}/progress/+", f"{root}/report"),
-            write=(f"{root}/status/+", f"{root}/report"),
+            write=(),  # read-only: it can neither forge a stage's status nor a report
         )
     )
     for j in range(client_processes):
@@ -323,6 +325,19 @@ def _install_bounds_plugin(root: Path, *, overwrite: bool) -> PluginBuild:
     target = root / LIBRARY
     _write_file(target, build.path.read_bytes(), PUBLIC_FILE_MODE, replace=overwrite)
     return PluginBuild(target)
+
+
+def installed_bounds_plugin(root: Path) -> PluginBuild:
+    """The bounds plugin :func:`init_access` copied into the access directory ``root``, or, if
+    it is not there, why not (what :func:`build_bounds_plugin` says, or that it is missing):
+    for a configuration written after ``init_access`` (``keys init --tls``)."""
+    target = root / LIBRARY
+    if target.is_file():
+        return PluginBuild(target)
+    build = build_bounds_plugin()
+    if build.path is None:
+        return build
+    return PluginBuild(None, f"{target} is missing (`shuffledp keys init --overwrite` installs it)")
 
 
 def _mosquitto_config_text(root: Path, bounds: str) -> str:

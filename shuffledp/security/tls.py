@@ -68,9 +68,11 @@ from shuffledp.security.access import (
     MOSQUITTO_DELIVERY_SETTINGS,
     MOSQUITTO_LISTENER_ACCOUNT_SETTINGS,
     access_directory,
+    installed_bounds_plugin,
     mosquitto_auth_settings,
     mosquitto_persistence_settings,
 )
+from shuffledp.security.broker_limits import deployment_client_payload
 from shuffledp.security.keys import (
     DIRECTORY_MODE,
     PRIVATE_FILE_MODE,
@@ -80,6 +82,7 @@ from shuffledp.security.keys import (
     _write_file,
     _write_files,
 )
+from shuffledp.security.mosquitto_bounds import bounds_settings
 
 __all__ = [
     "CA_CERT_FILE",
@@ -404,14 +407,17 @@ def mosquitto_tls_listener(
 
 def write_mosquitto_tls_config(directory: str | os.PathLike[str], *, overwrite: bool) -> Path:
     """Write ``directory/access/mosquitto-tls.conf`` (0644) and return its path: the accounts
-    and ACL of ``directory/access`` and one TLS listener on port 8883 of every interface, with
+    and ACL of ``directory/access``, the per-role bounds plugin that ``init_access`` installed
+    there (or comment lines saying why it is not loaded) and one TLS listener on port 8883 of every interface, with
     ``directory/tls``'s certificate. A file of its own, not a listener added to
     ``mosquitto.conf``: that one stays loopback-only and plain, and choosing this one is the
     operator's explicit step to expose the broker to the network, encrypted only.
     KeyDirectoryError if it exists and ``overwrite`` is false."""
     access = access_directory(directory)
+    bounds = bounds_settings(deployment_client_payload(access), installed_bounds_plugin(access))
     text = (
         mosquitto_auth_settings(access)
+        + bounds
         + MOSQUITTO_DELIVERY_SETTINGS
         + mosquitto_persistence_settings(access)
         + "# MQTT over TLS on every interface (add an address after the port to restrict it);\n"

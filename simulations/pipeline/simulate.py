@@ -10,8 +10,9 @@ the report topic, and adds what only a simulation knows: the true histogram and 
 every estimator against the central Gaussian baseline.
 
 Everything it started is stopped when it returns, also on an error or Ctrl-C: child processes
-get SIGTERM, then SIGKILL after a grace period; the temporary directory is removed; the
-retained topics of the round are cleared.
+get SIGTERM, then SIGKILL after a grace period; the temporary directory is removed. The
+stages clear their own retained statuses; the round's report stays retained (written once, by
+the analyzer only: the launcher's ``monitor`` account is read-only).
 
 Access control (``options.auth``, the default): the key directory also gets broker accounts and
 topic ACLs for the session's prefix (:mod:`shuffledp.security.access`); the embedded broker enforces them
@@ -53,7 +54,7 @@ from shuffledp.errors import InvalidParameterError, OperationalError
 from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address, parse_broker_url
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import Inbox, clear_state, decode_json
+from shuffledp.protocol.runtime import Inbox, decode_json
 from shuffledp.protocol.topics import progress_topic, report_topic, status_topic
 from shuffledp.randomness import default_source
 from shuffledp.security.access import (
@@ -543,7 +544,7 @@ class PipelineSession:
         self, plan: _RoundPlan, children: list[_Child], on_progress: ProgressCallback | None
     ) -> _RoundOutcome:
         """Launch the round's processes (into ``children``) and follow them to the report, as
-        ``monitor``; the round's retained topics are cleared once it is over."""
+        ``monitor``, a read-only account."""
         options, prefix, round_id = self.options, self.prefix, plan.round_id
         keys = self._keys
         assert keys is not None
@@ -575,10 +576,8 @@ class PipelineSession:
                 await _stop_all(children, 0.0)
                 raise
             finished = time.monotonic()
-            # The round is over: clear what it retained on the broker.
-            for stage, _ in plan.specs:
-                await clear_state(monitor, prefix, round_id, stage)
-            await monitor.publish(report_topic(prefix, round_id), b"", retain=True)
+            # Nothing to clear: each stage clears its own status when it ends (or its will
+            # does), and the report stays, written once (the monitor may write nothing).
         return _RoundOutcome(report, seen, fault, launched, finished)
 
     def _final_report(

@@ -29,7 +29,11 @@ import pytest
 
 from shuffledp.brokers.amqtt_compat import AMQTT_VERSION, SnapshotDict, check_amqtt_version
 from shuffledp.brokers.embedded import EmbeddedBroker
-from shuffledp.brokers.mosquitto import MosquittoBroker, write_mosquitto_config
+from shuffledp.brokers.mosquitto import (
+    MosquittoBroker,
+    deploy_mosquitto_config,
+    write_mosquitto_config,
+)
 from shuffledp.brokers.ports import PortInUseError, free_loopback_port
 from shuffledp.errors import BrokerError, InvalidParameterError
 from shuffledp.protocol.mqtt import parse_broker_url
@@ -407,8 +411,14 @@ async def test_mosquitto_missing_binary_is_a_clear_error(tmp_path: Path) -> None
 
 
 def test_shipped_mosquitto_config_is_the_template(tmp_path: Path) -> None:
+    """deploy/mosquitto.conf is deploy_mosquitto_config() (accounts required: its test is
+    tests/integration/test_deploy_config.py) with the delivery settings of the open test
+    configuration, which says that it is for tests only."""
     shipped = (ROOT / "deploy" / "mosquitto.conf").read_text()
-    assert shipped == write_mosquitto_config(tmp_path, 1883).read_text()
+    assert shipped == deploy_mosquitto_config()
+    open_config = write_mosquitto_config(tmp_path, 1883).read_text()
+    assert open_config.startswith("# FOR TESTS ONLY: an open Mosquitto")
+    assert "allow_anonymous true\n" in open_config and "allow_anonymous true" not in shipped
     settings = {
         line.split()[0]: line.split()[1:]
         for line in shipped.splitlines()

@@ -32,12 +32,12 @@ def tls_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Mosqu
         yield broker, keys
 
 
-def _monitor(url: str, keys: Path, **tls: object) -> MqttTransport:
+def _monitor(url: str, keys: Path, identity: str = "monitor", **tls: object) -> MqttTransport:
     return MqttTransport(
         url,
         client_id=f"t-{os.urandom(3).hex()}",
-        username="monitor",
-        password=load_password(keys, "monitor"),
+        username=identity,
+        password=load_password(keys, identity),
         timeout=3,
         **tls,  # type: ignore[arg-type]
     )
@@ -49,11 +49,15 @@ async def test_message_round_trips_over_tls_with_the_right_ca(
     tls_broker: tuple[MosquittoBroker, Path],
 ) -> None:
     broker, keys = tls_broker
-    topic = f"{PREFIX}/round/1/status/probe"
-    async with _monitor(broker.tls_url, keys, tls_ca=keys / "tls" / "ca.pem") as transport:
-        assert transport.tls
+    topic = f"{PREFIX}/round/1/status/hop-0"  # hop 0 writes it, the (read-only) monitor reads
+    ca = keys / "tls" / "ca.pem"
+    async with (
+        _monitor(broker.tls_url, keys, tls_ca=ca) as transport,
+        _monitor(broker.tls_url, keys, "hop-0", tls_ca=ca) as hop0,
+    ):
+        assert transport.tls and hop0.tls
         await transport.subscribe(f"{PREFIX}/round/1/status/+")
-        await transport.publish(topic, b"over tls")
+        await hop0.publish(topic, b"over tls")
         async with asyncio.timeout(5):
             message = await anext(transport.messages())
     assert (message.topic, message.payload) == (topic, b"over tls")

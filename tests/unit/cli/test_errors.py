@@ -73,6 +73,35 @@ def test_an_unexpected_exception_keeps_its_traceback(monkeypatch: pytest.MonkeyP
         main(["account", "--n", "10", "--k", "3", "--eps0", "1", "--eps", "1"])
 
 
+def test_a_group_of_failed_publishes_is_its_first_error_in_one_line(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Concurrent publishes (a TaskGroup) that failed raise an ExceptionGroup: the command says
+    its first error in one line with that error's status (6: a report already published), and a
+    group holding a bug keeps its traceback."""
+    from shuffledp.cli import account
+    from shuffledp.protocol.delivery import ReportExistsError
+    from shuffledp.protocol.mqtt import IdentityInUseError
+
+    argv = ["account", "--n", "10", "--k", "3", "--eps0", "1", "--eps", "1"]
+    for error, status in [(ReportExistsError("published"), 6), (IdentityInUseError("taken"), 1)]:
+
+        def failed(args: object, error: Exception = error) -> int:
+            raise ExceptionGroup("publishes", [ExceptionGroup("inner", [error]), error])
+
+        monkeypatch.setattr(account, "run", failed)
+        assert main(argv) == status
+        err = capsys.readouterr().err
+        assert err == f"shuffledp account: error: {error}\n"
+
+    def bug(args: object) -> int:
+        raise ExceptionGroup("publishes", [KeyError("a bug")])
+
+    monkeypatch.setattr(account, "run", bug)
+    with pytest.raises(ExceptionGroup):
+        main(argv)
+
+
 # -- bad input: exit status 2, the flag named ------------------------------------------------------
 
 BAD_FLAGS = [

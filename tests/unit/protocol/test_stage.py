@@ -228,6 +228,48 @@ async def test_a_ready_seen_while_collecting_means_no_wait_afterwards() -> None:
 
 
 @pytest.mark.asyncio
+async def test_a_ready_seen_before_a_lost_session_is_not_trusted() -> None:
+    """Hop 1 saw hop 2's ready, then its connection to the broker was lost and the broker came
+    back without hop 2's subscription or retained status (killed -9, no save): hop 1 must not
+    publish to hop 2 on the strength of the old ready, only once hop 2 announces again. A ready
+    still unread in the inbox when the session was lost does not count either."""
+    broker = MemoryBroker()
+    downstream = broker.connect()
+    await publish_state(downstream, PREFIX, ROUND, "hop-2", "ready")  # retained
+    transport = broker.connect()
+    async with stage_on(transport, downstream="hop-2") as stage:
+        await stage.await_downstream(1.0, who="hop-1: hop-2")  # the ready before the crash
+        await publish_state(downstream, PREFIX, ROUND, "hop-2", "working")  # not yet read
+        await asyncio.sleep(0.05)  # the inbox pump has taken it: read by nobody yet
+        stale = stage._inbox._queue.qsize()
+        broker._retained.clear()  # the broker restarted without its state
+        transport.sessions_lost += 1  # the session is lost, what was received is kept
+        assert stale >= 1
+        with pytest.raises(NotReadyError, match="hop-1: hop-2 did not announce ready"):
+            await stage.await_downstream(0.3, who="hop-1: hop-2")
+        assert stage.readiness is not None and not stage.readiness.ready
+        await publish_state(downstream, PREFIX, ROUND, "hop-2", "ready")  # hop 2 is back
+        await stage.await_downstream(1.0, who="hop-1: hop-2")
+        assert stage.readiness.ready and stage.readiness.epoch == 1
+
+
+def test_readiness_ignores_statuses_from_before_its_epoch() -> None:
+    topic = status_topic(PREFIX, ROUND, "hop-2")
+    ready = json.dumps({"state": "ready"}).encode()
+    readiness = Readiness("hop-2", topic)
+    assert readiness.note(Message(topic, ready, epoch=0)) and readiness.ready
+    readiness.distrust(0)  # the same epoch: nothing changes
+    assert readiness.ready
+    readiness.distrust(2)
+    assert not readiness.ready and readiness.state is None
+    assert readiness.note(Message(topic, ready, epoch=1)) is True  # taken, but stale
+    assert not readiness.ready
+    assert readiness.note(Message(topic, ready, epoch=2)) and readiness.ready
+    readiness.distrust(1)  # an older epoch never goes back
+    assert readiness.ready and readiness.epoch == 2
+
+
+@pytest.mark.asyncio
 async def test_not_ready_in_time_announces_failed_raises_and_clears_the_status() -> None:
     broker = MemoryBroker()
     watch = broker.connect()

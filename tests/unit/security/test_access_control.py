@@ -46,6 +46,13 @@ def test_init_access_files_and_rules(tmp_path: Path) -> None:
         assert not any(topic_matches(forbidden, t) for t in client.write)
     assert not any(topic_matches(ingress, t) for t in client.read)
     assert not any(topic_matches(f"{PREFIX}/round/5/status/hop-0", t) for t in client.write)
+    # The monitor writes nothing; the analyzer is the only identity that may write a report.
+    assert rules["monitor"].write == ()
+    report = f"{PREFIX}/round/5/report"
+    writers = {
+        name for name, rule in rules.items() if any(topic_matches(report, t) for t in rule.write)
+    }
+    assert writers == {"analyzer"}
     with pytest.raises(Exception, match="already holds files"):
         init_access(tmp_path, hops=2, client_processes=2, prefix=PREFIX)
 

@@ -33,6 +33,7 @@ topic write kat/round/+/progress/hop-1
 
 user analyzer
 topic read kat/round/+/analyzer
+topic read kat/round/+/report
 topic write kat/round/+/report
 topic write kat/round/+/status/analyzer
 topic write kat/round/+/progress/analyzer
@@ -41,8 +42,6 @@ user monitor
 topic read kat/round/+/status/+
 topic read kat/round/+/progress/+
 topic read kat/round/+/report
-topic write kat/round/+/status/+
-topic write kat/round/+/report
 
 user clients-0
 topic read kat/round/+/status/hop-0

@@ -373,7 +373,15 @@ def test_keys_init_tls_writes_the_files_with_their_modes(
     assert "allow_anonymous false\n" in text and f"password_file {keys}/access/passwd\n" in text
     assert f"listener 8883\ncertfile {keys}/tls/server.pem\nkeyfile {keys}/tls/server.key\n" in text
     # Unchanged: the plain configuration stays loopback-only.
-    assert "listener 1883 127.0.0.1" in (keys / "access" / "mosquitto.conf").read_text()
+    plain = (keys / "access" / "mosquitto.conf").read_text()
+    assert "listener 1883 127.0.0.1" in plain
+    # The TLS one loads the same per-role bounds plugin (or says why not, the same way).
+    plugin = keys / "access" / "mosquitto_bounds.so"
+    expected = (
+        f"plugin {plugin}\n" if plugin.is_file() else "# Per-role bounds (shuffledp/security/"
+    )
+    assert expected in plain and expected in text
+    assert _bounds_lines(text) == _bounds_lines(plain) != []
 
     # A second run refuses before touching anything; --tls-host without --tls is an error.
     before = (keys / "tls" / "ca.pem").read_bytes()
@@ -384,6 +392,11 @@ def test_keys_init_tls_writes_the_files_with_their_modes(
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--tls-host needs --tls" in err
     assert not (tmp_path / "other").exists()
+
+
+def _bounds_lines(config: str) -> list[str]:
+    """The lines of a Mosquitto configuration that load the bounds plugin or say why not."""
+    return [line for line in config.splitlines() if line.startswith(("plugin", "# Per-role"))]
 
 
 def test_component_with_tls_ca_and_a_plain_url_fails_in_one_line(
