@@ -31,7 +31,16 @@ from shuffledp.simulations.faults.attacks import (
     takeover_burst,
 )
 from shuffledp.simulations.faults.harness import SEND_SECONDS, FaultRound
-from shuffledp.simulations.faults.trust import extra_report, forged_frames, wrong_flags
+from shuffledp.simulations.faults.trust import (
+    broker_kill9,
+    extra_report,
+    forged_frames,
+    forged_left,
+    monitor_forge,
+    rerun_analyzer,
+    second_stage,
+    wrong_flags,
+)
 
 __all__ = ["SCENARIOS", "Scenario"]
 
@@ -398,6 +407,36 @@ SCENARIOS: dict[str, Scenario] = {
             title="a client process key reports for an id past its clients, first",
             broker="keys-init",
             run=extra_report,
+            must_inject=True,
+        ),
+        Scenario(
+            name="analyzer-rerun",
+            title="the analyzer run again with the same arguments after the round",
+            broker="keys-init",
+            run=plain,
+            after=rerun_analyzer,
+            must_inject=True,
+        ),
+        Scenario(
+            name="monitor-forge",
+            title="the monitor publishes a retained fake report and a fake status first",
+            broker="keys-init",
+            run=monitor_forge,
+            after=forged_left,
+            must_inject=True,
+        ),
+        Scenario(
+            name="broker-kill9",
+            title="the broker SIGKILLed right after hop 0 forwarded, then started again",
+            broker="keys-init",
+            run=broker_kill9,
+            unrepairable=True,
+        ),
+        Scenario(
+            name="second-stage",
+            title="a second hop 0 and a second analyzer with the same identities",
+            broker="keys-init",
+            run=second_stage,
             must_inject=True,
         ),
     )

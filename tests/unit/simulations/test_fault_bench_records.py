@@ -236,8 +236,13 @@ def test_every_scenario_of_the_issue_is_there() -> None:
         "wrong-flags",
         "forged-frames",
         "extra-report",
+        "analyzer-rerun",
+        "monitor-forge",
+        "broker-kill9",
+        "second-stage",
     ]
     assert {s.name for s in SCENARIOS.values() if s.unrepairable} == {
         "journal-bitflip",
         "kill-client",
+        "broker-kill9",
     }
