@@ -19,9 +19,11 @@ keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
     └── OperationalError            a run that failed: broker, round, lost reports  [exit 1]
         ├── BrokerError             unreachable, refused, or could not start
         │   ├── protocol.mqtt.MqttConnectionError
+        │   │   └── protocol.mqtt.IdentityInUseError   another process runs as this stage
         │   └── brokers.ports.PortInUseError
         ├── protocol.runtime.NotReadyError
         ├── protocol.delivery.ReportsLostError   reports lost, no --accept-loss  [exit 5]
+        ├── protocol.delivery.ReportExistsError  the round's report is already published  [exit 6]
         ├── shuffler.hop.BatchTooSmall, shuffler.hop.RoundClosedError
         ├── analyzer.estimators.IBUConvergenceError
         ├── simulations.pipeline.simulate.SimulationError
