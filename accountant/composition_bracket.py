@@ -145,16 +145,16 @@ def profile_values(
     return values, reached
 
 
-def _placement(mech: ShuffledKRR) -> Callable[[float], float]:
-    """optimal-blanket's upper end, to place the grid (a few ms at any n; 0 where it refuses,
-    in the deep tail at large n: placement only, never a value of the PLDs)."""
+def _blanket(mech: ShuffledKRR, refused: float) -> Callable[[float], float]:
+    """optimal-blanket's upper end (a few ms at any n), ``refused`` where it refuses (in the deep
+    tail at large n): 0 to place the grid, nan (carry the previous value over) as a value."""
     blanket = OptimalBlanket()
 
     def value(eps: float) -> float:
         try:
             return blanket.bracket(mech, eps).upper
         except OutsideConditionsError:
-            return 0.0
+            return refused
 
     return value
 
@@ -186,11 +186,10 @@ def compose_bracket(
     delta_v = None if delta is None else require_delta(delta)
     require_eps0_in_range(mech)
     fn, upper_name = upper_profile(mech, bound)
-    placement = _placement(mech)
-    grid = choose_grid(placement, mech.eps0, rounds)
+    grid = choose_grid(_blanket(mech, 0.0), mech.eps0, rounds)
     profile = _Profile(fn)
     # optimal-blanket fills in where tight's profile is not reached (tight is never above it).
-    fallback = placement if bound is None else (lambda eps: math.nan)
+    fallback = _blanket(mech, math.nan) if bound is None else (lambda eps: math.nan)
     values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET)
     upper = upper_pld(grid, values)
     if rounds > 1:
