@@ -60,7 +60,7 @@ STEP_DIVISOR = 400.0
 MAX_STEP = 1e-4
 #: dp-accounting's tail truncation per composition; it adds this to the infinite-loss mass of
 #: any PLD (the lower end subtracts it again).
-TAIL_TRUNCATION = 1e-15
+TAIL_TRUNCATION = 1e-20
 
 
 @dataclass(frozen=True, slots=True)
