@@ -76,7 +76,11 @@ def add_parser(subparsers: Any) -> None:
         help="others holding x0 (single-bin, biswas-literal)",
     )
     p.add_argument(
-        "--rounds", type=integer(1), default=1, metavar="COUNT", help="compose over COUNT rounds"
+        "--rounds",
+        type=integer(1),
+        default=1,
+        metavar="COUNT",
+        help="compose over COUNT rounds (up to 100000): a bracket on the composed worst case",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -327,6 +331,8 @@ def _print_notes(result: BoundResult) -> None:
                 f"composed: upper from {result.upper_from}, lower from {result.lower_from} "
                 f"(same pair every round), ratio {format_value(result.ratio)}"
             )
+            if result.upper_skipped is not None:
+                print(f"note: {result.upper_skipped}")
             return
     if result.upper_skipped is not None:
         print(f"skipped: {result.upper_skipped}")
