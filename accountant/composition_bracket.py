@@ -191,6 +191,10 @@ def compose_bracket(
     # optimal-blanket fills in where tight's profile is not reached (tight is never above it).
     fallback = _blanket(mech, math.nan) if bound is None else (lambda eps: math.nan)
     values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET)
+    if np.all(np.isnan(values)):
+        raise OutsideConditionsError(
+            f"--rounds: {upper_name} refused at every eps of the grid: {profile.last_refusal}"
+        )
     upper = upper_pld(grid, values)
     if rounds > 1:
         upper = upper.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)

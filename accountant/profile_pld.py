@@ -35,6 +35,7 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from shuffledp.accountant.numerics import FloatArray, IntArray
+from shuffledp.errors import OutsideConditionsError
 
 #: The grid stops where the upper profile falls below this; beyond it the upper curve is held
 #: constant (that mass counts as infinite loss, the safe side).
@@ -170,6 +171,10 @@ def upper_pld(grid: Grid, values: FloatArray) -> pld_lib.PrivacyLossDistribution
     eps = grid.eps
     up = np.minimum(1.0, np.minimum.accumulate(np.nan_to_num(values, nan=1.0, posinf=1.0)))
     up = np.minimum(1.0, up * (1.0 + PAD) + 1e-300)
+    if up[-1] >= 1.0:
+        # Never below 1 on the grid (a profile that refused everywhere but at eps = 0): no
+        # pair to build (dp-accounting cannot compose an infinite-loss mass of 1).
+        raise OutsideConditionsError("the upper profile is 1 on the whole grid: nothing to compose")
     gaps = np.expm1(eps)  # x - 1
     up = np.maximum(up, up[0] - (1.0 - up[0]) * gaps / 2.0)
     x = np.exp(eps)

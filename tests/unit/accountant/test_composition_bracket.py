@@ -4,7 +4,12 @@ from __future__ import annotations
 
 import pytest
 
-from shuffledp.accountant import InvalidParameterError, ShuffledKRR
+from shuffledp.accountant import (
+    InvalidParameterError,
+    LargestGroup,
+    OutsideConditionsError,
+    ShuffledKRR,
+)
 from shuffledp.accountant import composition_bracket as cb
 
 
@@ -32,3 +37,13 @@ def test_spread_order_visits_every_point_once_eps_zero_last() -> None:
         order = cb.spread_order(size)
         assert sorted(order) == list(range(size))
         assert order[-1] == 0
+
+
+def test_profile_refusing_everywhere_refused_in_one_line() -> None:
+    """largest-group refuses above n = 300 at every eps: one line naming its limit (this was a
+    math domain error inside dp-accounting)."""
+    mech = ShuffledKRR(n=301, k=5, eps0=2.0)
+    with pytest.raises(
+        OutsideConditionsError, match=r"largest-group refused at every eps.*n <= 300"
+    ):
+        cb.compose_bracket(mech, 10, delta=1e-6, bound=LargestGroup())
