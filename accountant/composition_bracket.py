@@ -195,7 +195,11 @@ def compose_bracket(
         raise OutsideConditionsError(
             f"--rounds: {upper_name} refused at every eps of the grid: {profile.last_refusal}"
         )
-    upper = upper_pld(grid, values)
+    try:
+        upper = upper_pld(grid, values)
+    except OutsideConditionsError as exc:
+        refusal = f" (it refused: {profile.last_refusal})" if profile.refused else ""
+        raise OutsideConditionsError(f"--rounds with {upper_name}: {exc}{refusal}") from None
     if rounds > 1:
         upper = upper.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)
     hi = _answer(upper, eps_v, delta_v, 0.0)
