@@ -27,7 +27,7 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import signal
 
-from shuffledp.accountant.blanket import OptimalBlanket
+from shuffledp.accountant.blanket import MAX_PAIR_OUTCOMES, OptimalBlanket
 from shuffledp.accountant.bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
@@ -216,7 +216,13 @@ def compose(
             better = best is None or result.eps < best.eps
         if better:
             best = result
-    assert best is not None
+    if best is None:
+        # Every listed pair refused (optimal-blanket's over its outcome cap, asked alone): say
+        # so in one line (composition_bracket.compose_bracket has no cap).
+        raise OutsideConditionsError(
+            f"no dominating pair could be listed at n={mech.n} (optimal-blanket's is over "
+            f"{MAX_PAIR_OUTCOMES:.0e} outcomes); use composition_bracket.compose_bracket"
+        )
     if math.isnan(best.delta) or math.isnan(best.eps):
         raise ArithmeticError(f"composition produced nan for {mech} over {rounds} rounds")
     return best

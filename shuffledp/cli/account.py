@@ -8,12 +8,10 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from shuffledp.accountant.blanket import OptimalBlanket
 from shuffledp.accountant.bounds import (
     BiswasLiteral,
     Bound,
     BoundKind,
-    CloneFormBound,
     OutsideConditionsError,
     SingleBin,
 )
@@ -78,7 +76,11 @@ def add_parser(subparsers: Any) -> None:
         help="others holding x0 (single-bin, biswas-literal)",
     )
     p.add_argument(
-        "--rounds", type=integer(1), default=1, metavar="COUNT", help="compose over COUNT rounds"
+        "--rounds",
+        type=integer(1),
+        default=1,
+        metavar="COUNT",
+        help="compose over COUNT rounds (up to 100000): a bracket on the composed worst case",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -215,35 +217,47 @@ def _result_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) 
 
 
 def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
-    from shuffledp.accountant.composition import (  # lazy: dp_accounting takes ~0.9 s to import
-        PairSource,
-        compose,
+    from shuffledp.accountant.composition_bracket import (  # lazy: dp_accounting ~0.9 s import
+        compose_bracket,
     )
 
     if isinstance(bound, RenyiGirgis):
         return _rdp_compose_result(bound, mech, args)
-    members: list[PairSource] | None
-    if isinstance(bound, Tight):
-        members = None
-    elif isinstance(bound, CloneFormBound | OptimalBlanket):
-        members = [bound]
-    else:
-        without = ", without a dominating pair" if bound.kind is BoundKind.UPPER else ""
+    kind = bound.kind_for(mech)
+    if kind not in (BoundKind.BRACKET, BoundKind.UPPER):
         raise InvalidParameterError(
-            f"--rounds needs a bound with a dominating pair (tight, optimal-blanket, "
-            f"strong-adversary, clones, krr-clones) or an RDP bound (renyi-girgis); {bound.name} "
-            f"is of kind {bound.kind}{without}"
+            f"--rounds needs a valid upper bound (its privacy profile gives the dominating pair: "
+            f"tight, optimal-blanket, largest-group, strong-adversary, clones, krr-clones) or an "
+            f"RDP bound (renyi-girgis); {bound.name} is of kind {kind}"
         )
-    result = compose(mech, args.rounds, eps=args.eps, delta=args.delta, bounds=members)
+    result = compose_bracket(
+        mech,
+        args.rounds,
+        eps=args.eps,
+        delta=args.delta,
+        bound=None if kind is BoundKind.BRACKET else bound,
+    )
+    if args.eps is not None:
+        ends = {"eps": args.eps, "delta": result.upper}
+        ends.update(delta_lower=result.lower, delta_upper=result.upper)
+    else:
+        ends = {"delta": args.delta, "eps": result.upper}
+        ends.update(eps_lower=result.lower, eps_upper=result.upper)
     return BoundResult(
         bound=bound.name,
-        kind=str(BoundKind.UPPER),
-        guarantee=f"valid upper bound after {args.rounds} rounds (PLD composition, pessimistic)",
+        kind=str(BoundKind.BRACKET),
+        guarantee=f"after {args.rounds} rounds (PLD composition): the upper end is a valid "
+        "guarantee (dominating pair from the one-round profile, pessimistic); the lower end is "
+        "the same dataset pair in every round (rounded down)",
         rounds=args.rounds,
         composition="pld",
-        pair=result.pair,
-        eps=result.eps,
-        delta=result.delta,
+        pair=f"{result.upper_from} profile",
+        upper_from=result.upper_from,
+        lower_from=result.lower_from,
+        ratio=result.ratio,
+        upper_skipped=result.notes,
+        dataset=lower_dataset(result.lower_from),
+        **ends,
     )
 
 
@@ -312,6 +326,14 @@ def _print_notes(result: BoundResult) -> None:
         )
     if result.pair is not None:
         print(f"composed over {result.rounds} rounds with the {result.pair} pair")
+        if result.lower_from is not None:
+            print(
+                f"composed: upper from {result.upper_from}, lower from {result.lower_from} "
+                f"(same pair every round), ratio {format_value(result.ratio)}"
+            )
+            if result.upper_skipped is not None:
+                print(f"note: {result.upper_skipped}")
+            return
     if result.upper_skipped is not None:
         print(f"skipped: {result.upper_skipped}")
     if result.upper_from is not None:

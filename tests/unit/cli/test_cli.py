@@ -302,7 +302,10 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
     # Composition never lowers delta (the 1-round view is a post-processing of the 3-round
     # view); the pessimistic PLD only rounds further up.
     assert one["delta"] <= three["delta"] <= 1.0
-    assert three["pair"] in {"optimal-blanket", "strong-adversary", "clones", "krr-clones"}
+    # The bracket: the lower end (one dataset pair in every round) is below the guarantee, and
+    # not below the one-round lower end (3 rounds of a pair only raise its delta).
+    assert one["delta_lower"] <= three["delta_lower"] <= three["delta_upper"] == three["delta"]
+    assert three["ratio"] == pytest.approx(three["delta_upper"] / three["delta_lower"])
 
 
 @pytest.mark.slow
@@ -313,6 +316,17 @@ def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixtur
     assert three["delta"] == 1e-4
     # eps_lower is below the true 1-round eps(delta), which 3 rounds can only raise.
     assert three["eps"] >= one["eps_lower"]
+
+
+@pytest.mark.slow
+def test_rounds_optimal_blanket_pair_too_large_to_list(capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 25: this ended in a bare AssertionError (optimal-blanket's listed pair was over its
+    outcome cap). Now the pair comes from the one-round profile: an answer, with both ends."""
+    args = ["--delta", "1e-6", "--rounds", "10", "--bound", "optimal-blanket", "--json"]
+    out = run_one(capsys, account(10000, 10, "1", *args))
+    assert out["composition"] == "pld" and out["upper_from"] == "optimal-blanket"
+    assert 0.0 < out["eps_lower"] <= out["eps_upper"] == out["eps"]
+    assert out["eps_upper"] <= 1.05 * out["eps_lower"]
 
 
 # ----------------------------------------------------------------------------------------------
@@ -342,8 +356,8 @@ BAD_INPUT = [
     ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be >= 1, got 0"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
-        [*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "largest-group"],
-        "largest-group is of kind upper, without a dominating pair",
+        [*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "biswas-literal", "--nx0", "3"],
+        "biswas-literal is of kind not-a-guarantee",
     ),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "family-f"], "family-f is of kind lower"),
     (
