@@ -7,14 +7,17 @@
 2. reassemble the last hop's frames and offer every message to
    :class:`~shuffledp.analyzer.round.AnalyzerRound` (peel, validate, count; rejections counted
    by reason), until the batch is complete or the deadline passes;
-3. build the report (:func:`~shuffledp.analyzer.report.build_report`): the guarantee is computed
+3. verify the chain of signed END statements the last hop's END carries, every hop's with its
+   key from the manifest (:mod:`~shuffledp.protocol.end_chain`): one that does not verify or
+   add up refuses the round, in ``error``, naming the hop where it breaks;
+4. build the report (:func:`~shuffledp.analyzer.report.build_report`): the guarantee is computed
    for the reports actually counted; ``rejected`` sums every stage's rejections by reason,
-   ``stages`` holds each hop's round log; publish it (JSON, retained) on the report topic and
-   announce ``done``. If a hop refused the round, the report says so in ``error`` and holds no
-   histogram. The report's ``delivery`` (:func:`~shuffledp.analyzer.delivery.account_delivery`)
-   compares every leg of the round; genuine reports lost refuse the round the same way (the
-   loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
-   with a ``warning`` saying so.
+   ``stages`` holds each hop's round log from its verified statement; publish it (JSON,
+   retained) on the report topic and announce ``done``. If a hop refused the round, the report
+   says so in ``error`` and holds no histogram. The report's ``delivery``
+   (:func:`~shuffledp.analyzer.delivery.account_delivery`) compares every leg of the round;
+   genuine reports lost refuse the round the same way (the loss's one line in ``error``) unless
+   ``accept_loss``, which publishes the smaller round with a ``warning`` saying so.
 
 Surviving a crash (``state_dir``; Mosquitto, as for a hop: see
 :mod:`~shuffledp.shuffler.service`): the analyzer keeps a journal of the last hop's frames
