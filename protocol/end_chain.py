@@ -11,11 +11,15 @@ before it (``upstream_end`` is the SHA-256 of the previous STATEMENT frame).
 statement per hop, that hop j's verifies with hop j's key from the manifest (and names the
 manifest and round), and that hop j+1's commits to it. A statement a later hop (or the broker)
 rewrote, dropped or replaced fails one of these, and the error names the hop where the chain
-breaks. A chain that starts after hop 0 (a hop that says its upstream's END never reached it)
-is refused as well: the counts before it cannot be verified.
+breaks. A hop whose upstream's END never reached it (its ``upstream_end`` is null) starts the
+chain afresh: the statements from it on are verified and returned, and the accounting's first
+leg then runs from the clients to that hop (the manifest's expected reports against what it
+signed it accepted), so no shortfall before it can hide; only the earlier hops' statements are
+not there to show.
 
 :func:`check_sums` then checks what no honest stage can break: hop 0 accepts at most the
-manifest's expected reports, and no stage accounts for more messages (accepted plus rejected)
+manifest's expected reports (the first hop of the chain, if it starts later), and no stage
+accounts for more messages (accepted plus rejected)
 than its upstream says it forwarded (every message after hop 0 comes in the upstream's signed
 frames). A shortfall is not checked here: it is a loss, placed on its leg by the analyzer's
 delivery accounting from the verified statements.
@@ -48,18 +52,26 @@ def verify_chain(
     manifest_digest: bytes,
     round_id: int,
 ) -> tuple[EndStatement, ...]:
-    """Every hop's signed statement, hop 0 first, from the chain of the last hop's verified END
-    statement ``end`` (``verify_keys``: hop j's verify key from the manifest at j, one per hop);
-    StatementError naming the hop where the chain breaks (module docstring)."""
+    """Every hop's signed statement, hop 0 first (or the hop that started the chain afresh),
+    from the chain of the last hop's verified END statement ``end`` (``verify_keys``: hop j's
+    verify key from the manifest at j, one per hop); StatementError naming the hop where the
+    chain breaks (module docstring)."""
     n_hops, chain = len(verify_keys), end.chain
     statements: list[EndStatement] = []
     later: EndStatement | None = None
     for hop in reversed(range(n_hops)):
         entry = hop - (n_hops - len(chain))
+        assert entry >= 0 or later is not None  # the last hop's own statement is in its chain
+        if later is not None and later.upstream_end is None:
+            if entry < 0:  # hop + 1 started the chain afresh: its upstream's END never came
+                break
+            raise _broken(
+                hop,
+                f"hop-{hop + 1} says hop-{hop}'s END never reached it, yet its chain carries "
+                f"a statement of hop-{hop}",
+            )
         if entry < 0:
-            assert later is not None  # the last hop's own statement is always in its chain
-            said = "" if later.upstream_end else f" (it says hop-{hop}'s END never reached it)"
-            raise _broken(hop, f"hop-{hop + 1} carries no signed statement of hop-{hop}{said}")
+            raise _broken(hop, f"hop-{hop + 1} carries no signed statement of hop-{hop}")
         frame = bytes.fromhex(chain[entry])
         try:
             statement = open_statement(
@@ -95,13 +107,14 @@ def check_sums(
     analyzer_accepted: int,
     analyzer_rejected: Mapping[str, int],
 ) -> None:
-    """StatementError unless hop 0 accepted at most ``expected`` reports and every stage after
-    it (the analyzer last, with its own counts) accounts for at most what its upstream's
-    verified statement says it forwarded (module docstring)."""
+    """StatementError unless the chain's first hop (hop 0, normally) accepted at most
+    ``expected`` reports and every stage after it (the analyzer last, with its own counts)
+    accounts for at most what its upstream's verified statement says it forwarded (module
+    docstring)."""
     if statements and statements[0].accepted > expected:
         raise StatementError(
-            f"the chain does not add up: hop-0 accepted {statements[0].accepted:,} reports, "
-            f"the manifest expects {expected:,}"
+            f"the chain does not add up: {statements[0].stage} accepted "
+            f"{statements[0].accepted:,} reports, the manifest expects {expected:,}"
         )
     sinks = [(s.stage, _took(s.rejected, s.accepted)) for s in statements[1:]]
     sinks.append(("analyzer", _took(analyzer_rejected, analyzer_accepted)))

@@ -4,7 +4,8 @@ What is checked, on chains built the way the hops build them (each hop's END tak
 FrameAssembler, its chain and STATEMENT digest carried on by the next hop):
 - an honest chain verifies: one statement per hop, each equal to what its hop signed;
 - a later hop (the last one, who signs the END the analyzer verifies) that rewrites, drops,
-  reorders or replaces an upstream statement breaks the chain, and the line names the hop;
+  reorders or replaces an upstream statement breaks the chain, and the line names the hop; a
+  hop whose upstream END never came starts the chain afresh (verified from there on);
 - property (hypothesis): any single-byte change of any carried STATEMENT frame is refused,
   either by the END's receiver (the sender's own statement) or by verify_chain;
 - check_sums: hop 0 above the manifest's expected, or a stage accounting for more than its
@@ -186,9 +187,10 @@ def test_a_rewritten_or_missing_statement_breaks_the_chain_naming_the_hop(
         verify(tampered)
 
 
-def test_a_chain_cut_where_an_end_never_came_is_refused() -> None:
-    """Hop 1 says hop 0's END never reached it (upstream_end null): hop 0's counts and the
-    clients' claims cannot be verified, so the round is not clean."""
+def test_a_chain_started_afresh_where_an_end_never_came_is_verified_from_there() -> None:
+    """Hop 1 says hop 0's END never reached it (upstream_end null): the chain holds hops 1 and
+    2, both verified; the accounting then runs from the clients to hop 1. Said while carrying
+    hop 0's statement anyway, it breaks the chain."""
     hop1 = encode_end(signer=frame_signer(1, ROUND), item_length=ITEM, statement=core(1, 100, None))
     receiver = take(hop1, 1)
     assert receiver.statement is not None
@@ -198,7 +200,19 @@ def test_a_chain_cut_where_an_end_never_came_is_refused() -> None:
         statement=core(2, 100, receiver.statement_digest),
         upstream_chain=receiver.statement.chain,
     )
-    with pytest.raises(StatementError, match="it says hop-0's END never reached it"):
+    statements = verify(last_statement(hop2))
+    assert [s.stage for s in statements] == ["hop-1", "hop-2"]
+    with pytest.raises(StatementError, match="the manifest expects 99"):
+        check_sums(statements, expected=99, analyzer_accepted=100, analyzer_rejected={})
+    hop2 = encode_end(
+        signer=frame_signer(2, ROUND),
+        item_length=ITEM,
+        statement=core(2, 100, receiver.statement_digest),
+        upstream_chain=(LAST.chain[0], *receiver.statement.chain),
+    )
+    with pytest.raises(
+        StatementError, match="breaks at hop-0: hop-1 says hop-0's END never reached it, yet"
+    ):
         verify(last_statement(hop2))
 
 
