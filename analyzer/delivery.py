@@ -1,8 +1,10 @@
 """The round's accounting from every stage's round log (pure core): where reports were lost.
 
-The analyzer receives the hops' round logs in the last hop's END frame. Each hop says what it
-accepted and forwarded (hop 0 also what the client processes claimed to have sent), so the
-round's delivery is a chain of legs, each compared on its own::
+The analyzer receives the hops' round logs in the last hop's END frame, each in that hop's
+signed statement, and verifies the whole chain of them first (protocol/end_chain.py): the logs
+given here are what each hop signed. Each hop says what it accepted and forwarded (hop 0 also
+what the client processes claimed to have sent), so the round's delivery is a chain of legs,
+each compared on its own::
 
     clients --(expected)--> hop-0 --(forwarded)--> hop-1 ... --> analyzer (counted)
 
@@ -13,10 +15,10 @@ came, is skipped: the leg spans it), ending at the first stage that refused the 
 hop-0``); several legs with losses are listed one after the other.
 
 Each stage after hop 0 takes its input in frames its upstream hop signed, so a message it
-refuses as ``batch-full`` or ``decryption-failed`` is a report lost on that leg, not junk
-screened out (protocol/delivery.py, ``GENUINE_LOSS_REASONS``): a leg's ``rejected`` counts only
-the other reasons, and the loss's line names these, e.g. ``lost 500 of 2,000 reports between
-hop-0 and hop-1 (batch-full 500)``.
+refuses as ``wrong-length``, ``duplicate``, ``batch-full`` or ``decryption-failed`` is a report
+lost on that leg, not junk screened out (protocol/delivery.py, ``GENUINE_LOSS_REASONS``): a
+leg's ``rejected`` counts only the other reasons, and the loss's line names these, e.g. ``lost
+500 of 2,000 reports between hop-0 and hop-1 (batch-full 500)``.
 """
 
 from __future__ import annotations

@@ -582,8 +582,9 @@ class DeliveryLeg:
     them and screened out ``rejected`` (counted in the report's ``rejected``: a message a
     stage screened out is accounted for, not lost). On the first leg ``sent`` is the round's
     expected reports and ``rejected`` 0: what hop 0 rejects is not a genuine report; on a later
-    leg ``batch-full`` and ``decryption-failed`` are not in ``rejected``: the messages came in
-    the upstream's signed frames, so they are lost (protocol/delivery.py)."""
+    leg ``wrong-length``, ``duplicate``, ``batch-full`` and ``decryption-failed`` are not in
+    ``rejected``: the messages came in the upstream's signed frames, so they are lost
+    (protocol/delivery.py)."""
 
     source: str
     sink: str

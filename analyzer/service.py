@@ -7,14 +7,17 @@
 2. reassemble the last hop's frames and offer every message to
    :class:`~shuffledp.analyzer.round.AnalyzerRound` (peel, validate, count; rejections counted
    by reason), until the batch is complete or the deadline passes;
-3. build the report (:func:`~shuffledp.analyzer.report.build_report`): the guarantee is computed
+3. verify the chain of signed END statements the last hop's END carries, every hop's with its
+   key from the manifest (:mod:`~shuffledp.protocol.end_chain`): one that does not verify or
+   add up refuses the round, in ``error``, naming the hop where it breaks;
+4. build the report (:func:`~shuffledp.analyzer.report.build_report`): the guarantee is computed
    for the reports actually counted; ``rejected`` sums every stage's rejections by reason,
-   ``stages`` holds each hop's round log; publish it (JSON, retained) on the report topic and
-   announce ``done``. If a hop refused the round, the report says so in ``error`` and holds no
-   histogram. The report's ``delivery`` (:func:`~shuffledp.analyzer.delivery.account_delivery`)
-   compares every leg of the round; genuine reports lost refuse the round the same way (the
-   loss's one line in ``error``) unless ``accept_loss``, which publishes the smaller round
-   with a ``warning`` saying so.
+   ``stages`` holds each hop's round log from its verified statement; publish it (JSON,
+   retained) on the report topic and announce ``done``. If a hop refused the round, the report
+   says so in ``error`` and holds no histogram. The report's ``delivery``
+   (:func:`~shuffledp.analyzer.delivery.account_delivery`) compares every leg of the round;
+   genuine reports lost refuse the round the same way (the loss's one line in ``error``) unless
+   ``accept_loss``, which publishes the smaller round with a ``warning`` saying so.
 
 Written once (:mod:`~shuffledp.analyzer.published`): the analyzer subscribes to the report
 topic before its ingress; a report already retained there ends collection at once and is never
@@ -57,6 +60,8 @@ from shuffledp.analyzer.report import build_report, merge_rejected
 from shuffledp.analyzer.round import AnalyzerRound
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.delivery import screened
+from shuffledp.protocol.end_chain import check_sums, verify_chain
+from shuffledp.protocol.end_statement import StatementError
 from shuffledp.protocol.frames import FrameAssembler, require_verify_key
 from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs, replay
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
@@ -89,8 +94,9 @@ class AnalyzerSettings:
     loss's one line (``delivery.message``) and no histogram.
 
     What binds the analyzer to its round (from the round manifest): ``manifest_digest`` (32
-    bytes: every record and frame must say it) and ``upstream_verify_key`` (the last hop's
-    Ed25519 verify key: its frames and END statement must verify with it)."""
+    bytes: every record and frame must say it) and ``hop_verify_keys`` (every hop's Ed25519
+    verify key, hop 0 first: the last hop's frames and END must verify with the last one, and
+    every hop's signed statement in the END's chain with its own)."""
 
     prefix: str
     round_id: int
@@ -100,7 +106,7 @@ class AnalyzerSettings:
     n_expected: int
     deadline: float
     manifest_digest: bytes
-    upstream_verify_key: VerifyKey = field(repr=False)
+    hop_verify_keys: tuple[VerifyKey, ...] = field(repr=False)
     target_delta: float = 1e-6
     eps: float | None = None
     accept_loss: bool = False
@@ -127,11 +133,20 @@ class AnalyzerSettings:
             )
         require_int("colluders", self.colluders, 0, self.n_expected - 1)
         require_manifest_digest(self.manifest_digest)
-        require_verify_key(
-            self.upstream_verify_key,
-            f"upstream_verify_key (hop-{self.n_hops - 1}'s signing key, whose frames the "
-            "analyzer takes)",
-        )
+        keys = self.hop_verify_keys
+        if not isinstance(keys, tuple) or len(keys) != self.n_hops:
+            raise InvalidParameterError(
+                f"hop_verify_keys must be a tuple of n_hops = {self.n_hops} verify keys (one "
+                f"per hop, from the manifest), got {type(keys).__name__} of "
+                f"{len(keys) if isinstance(keys, tuple) else '?'}"
+            )
+        for index, key in enumerate(keys):
+            require_verify_key(key, f"hop_verify_keys[{index}] (hop-{index}'s signing key)")
+
+    @property
+    def upstream_verify_key(self) -> VerifyKey:
+        """The last hop's verify key (its frames are the analyzer's input)."""
+        return self.hop_verify_keys[-1]
 
     def frame_assembler(self) -> FrameAssembler:
         """The assembler of the last hop's frames."""
@@ -267,7 +282,8 @@ async def _run_analyzer(
         )
         stage.aside = intake.watch
         timed_out, collect_seconds = await _collect(stage, intake)
-        stages, rejected = _stages(intake, timed_out, collect_seconds)
+        hops, broken = _verified_hops(intake)
+        stages, rejected = _stages(intake, hops, timed_out, collect_seconds)
         report = _report(
             settings,
             intake,
@@ -275,6 +291,7 @@ async def _run_analyzer(
             rejected,
             timed_out,
             collect_seconds,
+            broken=broken,
             randomness_name=randomness_name,
             true_histogram=true_histogram,
             baseline_rng=baseline_rng,
@@ -336,14 +353,38 @@ async def _publish(stage: Stage, intake: _AnalyzerIntake, report: dict[str, Any]
     return report
 
 
+def _verified_hops(intake: _AnalyzerIntake) -> tuple[dict[str, Any], str | None]:
+    """Each hop's round log from its signed statement in the last hop's END, once the whole
+    chain verifies and adds up (protocol/end_chain.py), else no hop's log and the one line
+    that says where the chain breaks. No END at all: no hop's log (the batch never came)."""
+    settings, end = intake.settings, intake.assembler.statement
+    if end is None:
+        return {}, None
+    try:
+        statements = verify_chain(
+            end,
+            verify_keys=settings.hop_verify_keys,
+            manifest_digest=settings.manifest_digest,
+            round_id=settings.round_id,
+        )
+        check_sums(
+            statements,
+            expected=settings.n_expected,
+            analyzer_accepted=intake.analyzer.n_received,
+            analyzer_rejected=intake.analyzer.rejected,
+        )
+    except StatementError as exc:
+        return {}, str(exc)
+    return {s.stage: dict(s.stages[s.stage]) for s in statements}, None
+
+
 def _stages(
-    intake: _AnalyzerIntake, timed_out: bool, collect_seconds: float
+    intake: _AnalyzerIntake, hops: dict[str, Any], timed_out: bool, collect_seconds: float
 ) -> tuple[dict[str, Any], dict[str, int]]:
-    """Every stage's round log (the hops' from the END frame, then the analyzer's own) and
+    """Every stage's round log (the hops' verified ones, ``hops``, then the analyzer's own) and
     the rejections of every stage by reason."""
     analyzer, assembler, journal = intake.analyzer, intake.assembler, intake.journal
-    upstream = assembler.log or {}
-    stages: dict[str, Any] = dict(upstream.get("stages", {}))
+    stages: dict[str, Any] = dict(hops)
     own_log = {
         "stage": STAGE,
         "received": analyzer.n_received,
@@ -377,12 +418,14 @@ def _report(
     timed_out: bool,
     collect_seconds: float,
     *,
+    broken: str | None,
     randomness_name: str | None,
     true_histogram: Any,
     baseline_rng: Any,
 ) -> dict[str, Any]:
     """The round's published report as JSON (PublishedReport: build_report's Report with the
-    stages' logs, the refusal or the deadline's warning, and the analyzer's timing)."""
+    stages' logs, the refusal or the deadline's warning, and the analyzer's timing). A chain of
+    statements that does not verify (``broken``) refuses the round before anything else."""
     analyzer = intake.analyzer
     delivery = account_delivery(
         expected=settings.n_expected,
@@ -392,11 +435,7 @@ def _report(
         rejected=screened(analyzer.rejected),
         accept_loss=settings.accept_loss,
     )
-    aborted = (intake.assembler.log or {}).get("aborted")
-    error = f"the round was refused: {aborted}" if aborted else None
-    if delivery.lost and not delivery.loss_accepted:
-        # A smaller round is never published unknowingly; the loss's one line says why.
-        error = f"the round was refused: {delivery.message}"
+    error = _error(intake, delivery, broken)
     if randomness_name is None:
         names = {
             name: log.get("randomness")
@@ -429,6 +468,18 @@ def _report(
         delivery=delivery,
         manifest=settings.manifest_digest.hex(),
     ).to_json()
+
+
+def _error(intake: _AnalyzerIntake, delivery: Delivery, broken: str | None) -> str | None:
+    """Why the round is refused, if it is: a chain that does not verify first, then a loss not
+    accepted (a smaller round is never published unknowingly), then the last hop's refusal."""
+    said = "the round was refused: "
+    if broken is not None:
+        return said + broken
+    if delivery.lost and not delivery.loss_accepted:
+        return f"{said}{delivery.message}"
+    aborted = intake.assembler.statement.aborted if intake.assembler.statement else None
+    return said + aborted if aborted else None
 
 
 def _warning(

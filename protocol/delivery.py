@@ -9,12 +9,17 @@ flag), the round is refused with that line (nothing smaller than asked is ever p
 unknowingly), and the command exits with :data:`EXIT_LOST`.
 
 What a stage after hop 0 rejects is split in two. Its input comes in frames signed by its
-upstream hop (protocol/frames.py), so every message in them was sent by that hop. A message
-refused as ``batch-full`` (the stage's batch was already full: too small an expected size) or
-``decryption-failed`` (its layer does not open: a hop that corrupted it, or a client that
-sealed garbage inside a valid outer layer, which the stage cannot tell apart) is a report the
-round lost, counted as lost and named by reason (:data:`GENUINE_LOSS_REASONS`, :func:`screened`).
-The other reasons (``wrong-length``, ``duplicate``, a record's fields at the analyzer) are
+upstream hop (protocol/frames.py), so every message in them was sent by that hop, which counted
+it as forwarded. A message refused as ``wrong-length`` (no honest hop forwards one: its output
+length is fixed), ``duplicate`` (a copy: an honest hop forwards every accepted message once),
+``batch-full`` (the stage's batch was already full: too small an expected size) or
+``decryption-failed`` (its layer does not open) is a report the round lost, counted as lost and
+named by reason (:data:`GENUINE_LOSS_REASONS`, :func:`screened`). Were a copy or a wrong-length
+message screened out instead, a hop could drop reports unseen by forwarding junk in their place.
+The price: a client that seals garbage, or the same inner onion twice, inside valid outer
+layers (the hops cannot tell it from a hop's doing) makes the round refuse for a loss; that is
+loud, not silent. What the analyzer rejects for a record's fields (``bad-version``,
+``wrong-manifest``, ``wrong-round``, ``value-out-of-range``: the content a client sealed) is
 screened out: accounted for, not lost. What hop 0 rejects is never a genuine report.
 """
 
@@ -23,7 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from shuffledp.errors import OperationalError
-from shuffledp.protocol.errors import DecryptionFailed
+from shuffledp.protocol.errors import DecryptionFailed, Duplicate, WrongLength
 
 __all__ = [
     "EXIT_LOST",
@@ -37,9 +42,15 @@ __all__ = [
     "screened",
 ]
 
-GENUINE_LOSS_REASONS: tuple[str, ...] = ("batch-full", DecryptionFailed.reason)
+GENUINE_LOSS_REASONS: tuple[str, ...] = (
+    WrongLength.reason,
+    Duplicate.reason,
+    "batch-full",
+    DecryptionFailed.reason,
+)
 """At a stage after hop 0, rejections that are reports lost, not junk screened out (module
-docstring); ``batch-full`` is shuffler.hop.BATCH_FULL (the protocol cannot import it)."""
+docstring), in the order the checks run; ``batch-full`` is shuffler.hop.BATCH_FULL (the
+protocol cannot import it)."""
 
 EXIT_LOST = 5
 """Exit status of a stage command (and of ``simulate``) when genuine reports were lost and

@@ -10,21 +10,30 @@ statement says, for the hop ``stage`` = ``hop-<i>``:
   accepted ones, or none if it refused the round); ``frames``: the data frames they filled;
 - ``rejected``: what it refused, by reason (the slugs of its round log);
 - ``aborted``: why it refused the round (released nothing), or null;
-- ``upstream_end``: hex SHA-256 of the upstream hop's END frame it verified (the chain of
-  statements: each one commits to the one before), null for hop 0 or if that END never came;
-- ``stages``: every stage's round log it carries (its own included, under ``stage``).
+- ``upstream_end``: hex SHA-256 of the upstream hop's STATEMENT frame, the last entry of the
+  chain its END frame carried (each statement commits to the one before), null for hop 0 or
+  if that END never came;
+- ``stages``: the hop's own round log, under ``stage`` (what the report shows for this hop);
+- ``chain``: the signed statements of every hop so far, hop 0 first, this hop's last, each the
+  hex of a STATEMENT frame (:func:`~shuffledp.protocol.frames.statement_frame`: this statement
+  with an empty ``chain``, signed by its hop). A STATEMENT frame itself carries an empty chain;
+  the END frame carries the chain, so the analyzer can verify every hop's statement with that
+  hop's key from the manifest (:mod:`~shuffledp.protocol.end_chain`). Carrying statements
+  without their own chains keeps the END body linear in the number of hops (a chain of whole
+  END frames would nest, and triple at every hop).
 
 :meth:`EndStatement.from_json` is the receiving side's check: any field missing or of the wrong
 type, or counts that disagree with each other or with the signed header (``forwarded`` is the
 header's message count, ``frames`` its frame count, ``stages[stage]`` says the same counts as
-the statement), refuse it: an END that does not add up never closes a batch.
+the statement, ``chain`` at most one lowercase hex entry per hop up to the sender), refuse it:
+an END that does not add up never closes a batch.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from shuffledp.protocol.errors import ForgedEnd
@@ -32,6 +41,7 @@ from shuffledp.protocol.errors import ForgedEnd
 __all__ = ["EndStatement", "StatementError"]
 
 _HEX_DIGEST = re.compile(r"[0-9a-f]{64}")
+_HEX_BYTES = re.compile(r"(?:[0-9a-f]{2})+")
 
 StatementError = ForgedEnd
 """An END statement that is not well formed or does not add up (the message says which rule):
@@ -42,6 +52,19 @@ def _count(value: object, name: str) -> int:
     if isinstance(value, bool) or not isinstance(value, int) or value < 0:
         raise StatementError(f"{name} must be a count (an integer >= 0), got {value!r}")
     return value
+
+
+def _chain(value: object, sender: int) -> tuple[str, ...]:
+    """The ``chain`` of hop ``sender``'s statement: at most sender + 1 lowercase hex strings."""
+    if not isinstance(value, list) or len(value) > sender + 1:
+        raise StatementError(
+            f"chain must be a list of at most {sender + 1} signed statements, got "
+            f"{type(value).__name__} of {len(value) if isinstance(value, list) else '?'}"
+        )
+    for index, entry in enumerate(value):
+        if not isinstance(entry, str) or not _HEX_BYTES.fullmatch(entry):
+            raise StatementError(f"chain[{index}] must be lowercase hex bytes")
+    return tuple(value)
 
 
 def _rejected(value: object) -> dict[str, int]:
@@ -62,6 +85,11 @@ class EndStatement:
     aborted: str | None
     upstream_end: str | None
     stages: dict[str, Any] = field(default_factory=dict)
+    chain: tuple[str, ...] = ()
+
+    def core(self) -> EndStatement:
+        """This statement without its chain: what its hop signs as its STATEMENT frame."""
+        return replace(self, chain=())
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -73,6 +101,7 @@ class EndStatement:
             "aborted": self.aborted,
             "upstream_end": self.upstream_end,
             "stages": self.stages,
+            "chain": list(self.chain),
         }
 
     @classmethod
@@ -103,6 +132,7 @@ class EndStatement:
             aborted=aborted,
             upstream_end=upstream,
             stages=stages,
+            chain=_chain(value.get("chain"), sender),
         )
         statement._check_counts(frames=frames, messages=messages)
         return statement

@@ -20,6 +20,12 @@ Frame (version 2; integers unsigned big-endian)::
 which round it belongs to. ``DATA``: ``seq`` is the frame's index, ``count`` the number of
 messages, the body exactly ``count * item_length`` bytes. ``END``: ``seq`` is the number of data
 frames F, ``count`` the number of messages in all of them, the body the statement as UTF-8 JSON.
+``STATEMENT`` (kind 3): the same header and the hop's statement without its chain; it never
+travels alone (a receiver drops it as ``malformed-frame``), only hex-encoded in the ``chain`` of
+END statements (:func:`statement_frame`, :func:`open_statement`): the END frame of hop j carries
+the STATEMENT frames of hops 0..j, so whoever holds the manifest verifies every hop's statement
+with that hop's own key (:mod:`~shuffledp.protocol.end_chain`). A hop signs its statement twice,
+as its STATEMENT frame and in its END frame: one Ed25519 signature more per hop and round.
 
 Why every frame is signed, not only END: a frame travels under a broker account (the upstream
 hop's), and whoever holds that account, or the broker itself, could otherwise publish a DATA
@@ -56,7 +62,7 @@ import hashlib
 import json
 import struct
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from nacl.exceptions import BadSignatureError
@@ -81,14 +87,17 @@ __all__ = [
     "FrameSigner",
     "encode_batch",
     "encode_end",
+    "open_statement",
     "require_signing_key",
     "require_verify_key",
+    "statement_frame",
 ]
 
 MAGIC = b"SDPF"
 FRAME_VERSION = 2
 KIND_DATA = 1
 KIND_END = 2
+KIND_STATEMENT = 3
 HEADER = struct.Struct(">4sBBH32sQIII")
 SIGNATURE_SIZE = 64
 SIGNING_CONTEXT = b"shuffledp/frame/v2\0"
@@ -200,19 +209,42 @@ def encode_batch(
     return frames
 
 
-def encode_end(*, signer: FrameSigner, item_length: int, statement: EndStatement) -> bytes:
-    """The signed END frame of ``statement`` (its ``frames`` data frames and ``forwarded``
-    messages; InvalidParameterError if the statement is not one the receiver would take)."""
-    if not isinstance(signer, FrameSigner):
-        raise InvalidParameterError(f"signer must be a FrameSigner, got {type(signer).__name__}")
-    require_int("item_length", item_length, 1)
-    require_int("frames", statement.frames, 0, 2**32 - 1)
-    require_int("messages", statement.forwarded, 0, 2**32 - 1)
+def _statement_body(statement: EndStatement) -> bytes:
     body = json.dumps(statement.to_json(), separators=(",", ":"), allow_nan=False).encode()
     if len(body) > MAX_END_BODY:
         raise InvalidParameterError(
             f"END statement must be at most {MAX_END_BODY} bytes, got {len(body)}"
         )
+    return body
+
+
+def statement_frame(*, signer: FrameSigner, item_length: int, statement: EndStatement) -> bytes:
+    """The signed STATEMENT frame of ``statement`` without its chain (module docstring)."""
+    core = statement.core()
+    body = _statement_body(core)
+    return signer.frame(KIND_STATEMENT, core.frames, core.forwarded, item_length, body)
+
+
+def encode_end(
+    *,
+    signer: FrameSigner,
+    item_length: int,
+    statement: EndStatement,
+    upstream_chain: Sequence[str] = (),
+) -> bytes:
+    """The signed END frame of ``statement`` (its ``frames`` data frames and ``forwarded``
+    messages), whose ``chain`` is ``upstream_chain`` (the chain of the upstream END this hop
+    took: the STATEMENT frames of hops 0..j-1, hex) and then this hop's own STATEMENT frame;
+    ``statement.chain`` is ignored. InvalidParameterError if the statement is not one the
+    receiver would take, or the body exceeds MAX_END_BODY."""
+    if not isinstance(signer, FrameSigner):
+        raise InvalidParameterError(f"signer must be a FrameSigner, got {type(signer).__name__}")
+    require_int("item_length", item_length, 1)
+    require_int("frames", statement.frames, 0, 2**32 - 1)
+    require_int("messages", statement.forwarded, 0, 2**32 - 1)
+    own = statement_frame(signer=signer, item_length=item_length, statement=statement)
+    wire = replace(statement, chain=(*upstream_chain, own.hex()))
+    body = _statement_body(wire)
     try:  # the check the receiver runs: a hop never signs a statement that does not add up
         EndStatement.from_json(
             json.loads(body),
@@ -223,6 +255,43 @@ def encode_end(*, signer: FrameSigner, item_length: int, statement: EndStatement
     except StatementError as exc:
         raise InvalidParameterError(f"END statement refused: {exc}") from exc
     return signer.frame(KIND_END, statement.frames, statement.forwarded, item_length, body)
+
+
+def _verified(frame: bytes, verify_key: VerifyKey) -> bool:
+    signed = SIGNING_CONTEXT + frame[: len(frame) - SIGNATURE_SIZE]
+    try:
+        verify_key.verify(signed, frame[len(frame) - SIGNATURE_SIZE :])
+    except BadSignatureError:
+        return False
+    return True
+
+
+def open_statement(
+    frame: bytes, *, sender: int, verify_key: VerifyKey, manifest_digest: bytes, round_id: int
+) -> EndStatement:
+    """The statement of hop ``sender``'s STATEMENT frame ``frame`` (bytes), checked as its END
+    would be: the header's kind, sender, manifest digest and round, the signature with
+    ``verify_key``, a statement that adds up and carries no chain. StatementError (the message
+    says which rule) for anything else; never another exception for any bytes."""
+    if len(frame) < HEADER.size + SIGNATURE_SIZE:
+        raise StatementError(f"a STATEMENT frame is at least {HEADER.size + SIGNATURE_SIZE} bytes")
+    magic, version, kind, who, digest, round_, seq, count, _ = HEADER.unpack_from(frame)
+    if magic != MAGIC or version != FRAME_VERSION or kind != KIND_STATEMENT or who != sender:
+        raise StatementError(f"it is not a STATEMENT frame of hop-{sender}")
+    if not _verified(frame, verify_key):
+        raise StatementError(f"its signature does not verify with hop-{sender}'s key")
+    if digest != manifest_digest or round_ != round_id:
+        raise StatementError("it is signed for another manifest or round")
+    body = frame[HEADER.size : len(frame) - SIGNATURE_SIZE]
+    try:
+        statement = EndStatement.from_json(
+            json.loads(body.decode()), sender=sender, frames=seq, messages=count
+        )
+    except (UnicodeDecodeError, ValueError, RecursionError) as exc:  # StatementError included
+        raise StatementError(f"its statement does not add up: {exc}") from exc
+    if statement.chain:
+        raise StatementError("a STATEMENT frame carries no chain")
+    return statement
 
 
 @dataclass(slots=True)
@@ -240,7 +309,12 @@ class FrameAssembler:
     )
     statement: EndStatement | None = None
     end_digest: str | None = None
-    """Hex SHA-256 of the genuine END frame taken (what the next statement commits to)."""
+    """Hex SHA-256 of the genuine END frame taken (a second copy of it is a duplicate)."""
+    end_frame: bytes | None = None
+    """The genuine END frame taken, exactly as received."""
+    statement_digest: str | None = None
+    """Hex SHA-256 of the upstream's STATEMENT frame, the last entry of the chain of the END
+    taken: what this hop's statement commits to (``upstream_end``)."""
     _seen: set[int] = field(default_factory=set)
     _messages: int = 0
 
@@ -282,12 +356,7 @@ class FrameAssembler:
         return (data[i : i + item_length] for i in range(0, len(data), item_length))
 
     def _genuine(self, payload: bytes) -> bool:
-        signed = SIGNING_CONTEXT + payload[: len(payload) - SIGNATURE_SIZE]
-        try:
-            self.verify_key.verify(signed, payload[len(payload) - SIGNATURE_SIZE :])
-        except BadSignatureError:
-            return False
-        return True
+        return _verified(payload, self.verify_key)
 
     def _drop(self, reason: str) -> Iterator[bytes]:
         self.rejected[reason] += 1
@@ -302,11 +371,31 @@ class FrameAssembler:
             statement = EndStatement.from_json(
                 value, sender=self.upstream, frames=frames, messages=messages
             )
+            own = self._own_statement(statement)
         except (UnicodeDecodeError, ValueError, RecursionError):  # StatementError included
             return self._drop(FORGED_END)
         self.statement = statement
         self.end_digest = digest
+        self.end_frame = payload
+        self.statement_digest = hashlib.sha256(own).hexdigest()
         return iter(())
+
+    def _own_statement(self, statement: EndStatement) -> bytes:
+        """The last entry of the END's chain: the upstream's own STATEMENT frame, which must say
+        exactly what the END says (StatementError otherwise)."""
+        if not statement.chain:
+            raise StatementError("an END statement's chain ends with its own statement")
+        own = bytes.fromhex(statement.chain[-1])
+        signed = open_statement(
+            own,
+            sender=self.upstream,
+            verify_key=self.verify_key,
+            manifest_digest=self.manifest_digest,
+            round_id=self.round_id,
+        )
+        if signed != statement.core():
+            raise StatementError("the END and its own STATEMENT frame say different things")
+        return own
 
     @property
     def log(self) -> dict[str, Any] | None:

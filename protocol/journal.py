@@ -276,13 +276,15 @@ class JournalIdentity:
 class ClosedBatch:
     """What the hop released: ``messages`` in their published order (each ``item_length``
     bytes), ``refused`` (why nothing was released, or None), ``log`` (this hop's round log) and
-    ``stages`` (every stage's log so far, this one included)."""
+    ``stages`` (every stage's log so far, this one included), ``chain`` (the signed statements
+    the upstream's END carried, hex: the hop signs its END again with them after a restart)."""
 
     messages: list[bytes]
     item_length: int
     refused: str | None
     log: dict[str, Any]
     stages: dict[str, Any]
+    chain: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         require_int("item_length", self.item_length, 1)
@@ -362,7 +364,12 @@ def _decode_inputs(body: memoryview) -> list[bytes] | None:
 
 def encode_closed(batch: ClosedBatch) -> bytes:
     meta = json.dumps(
-        {"refused": batch.refused, "log": batch.log, "stages": batch.stages},
+        {
+            "refused": batch.refused,
+            "log": batch.log,
+            "stages": batch.stages,
+            "chain": list(batch.chain),
+        },
         separators=(",", ":"),
         allow_nan=False,
     ).encode()
@@ -397,6 +404,7 @@ def _decode_closed(body: memoryview) -> ClosedBatch | None:
             refused=meta.get("refused"),
             log=dict(meta.get("log") or {}),
             stages=dict(meta.get("stages") or {}),
+            chain=tuple(str(entry) for entry in meta.get("chain") or ()),
         )
     except (struct.error, UnicodeDecodeError, ValueError, TypeError, RecursionError):
         return None

@@ -15,7 +15,8 @@
    says why, and tells its downstream (an END frame marked ``aborted``), so nobody waits for a
    batch that will not come;
 4. wait for the downstream's ``ready``, publish the permuted batch as frames and the END frame
-   carrying every stage's round log so far, announce ``done``.
+   carrying this hop's signed statement (its round log) and the chain of every hop's signed
+   statement so far (:mod:`~shuffledp.protocol.end_chain`), announce ``done``.
 
 End-to-end delivery and accounting: hop 0 answers the client processes' claims with receipts
 (:class:`~shuffledp.shuffler.receipts.ReceiptDesk`, while collecting and, after its batch is
@@ -204,7 +205,7 @@ class HopSettings:
 class HopResult:
     """What a hop did in its round: ``log`` (this hop's round log), ``refused`` (why it
     released nothing, or None: a loss not accepted is refused with its one line), ``stages``
-    (every stage's log so far, this one included)."""
+    (the upstream hop's log, from its END, and this one's)."""
 
     log: dict[str, Any]
     refused: str | None
@@ -332,13 +333,15 @@ class _HopIntake:
 @dataclass(slots=True, kw_only=True)
 class _Release:
     """What a hop releases downstream: the permuted ``messages`` (none if ``refused``), its
-    round ``log`` and every stage's log so far (``stages``, this one's included)."""
+    round ``log``, the upstream's log and this one (``stages``) and the signed statements of
+    the hops before it (``chain``, from the upstream's END: its END carries them on)."""
 
     messages: list[bytes]
     refused: str | None
     log: dict[str, Any]
     stages: dict[str, Any]
     timed_out: bool
+    chain: tuple[str, ...] = ()
 
 
 def _first_log(
@@ -442,6 +445,7 @@ def _resume(settings: HopSettings, resumed: ClosedBatch, log: dict[str, Any]) ->
         log=log,
         stages={**resumed.stages, settings.stage: log},
         timed_out=bool(log.get("timed_out")),
+        chain=resumed.chain,
     )
 
 
@@ -459,11 +463,14 @@ async def _close(
     stages: dict[str, Any] = {}
     refused: str | None = None
     messages: list[bytes] = []
+    chain: tuple[str, ...] = ()
     if assembler is not None:
-        stages.update((assembler.log or {}).get("stages", {}))
+        if assembler.statement is not None:
+            stages.update(assembler.statement.stages)
+            chain = assembler.statement.chain
         log["frames_rejected"] = dict(assembler.rejected)
         log["upstream_complete"] = assembler.complete
-        log["upstream_end"] = assembler.end_digest
+        log["upstream_end"] = assembler.statement_digest
     log["timed_out"] = timed_out
     if upstream_aborted is not None:
         said = "upstream refused the round: "
@@ -492,9 +499,17 @@ async def _close(
             refused=refused,
             log=log,
             stages=stages,
+            chain=chain,
         )
         await asyncio.wrap_future(journal.submit_closed(batch))
-    return _Release(messages=messages, refused=refused, log=log, stages=stages, timed_out=timed_out)
+    return _Release(
+        messages=messages,
+        refused=refused,
+        log=log,
+        stages=stages,
+        timed_out=timed_out,
+        chain=chain,
+    )
 
 
 def _account(settings: HopSettings, intake: _HopIntake, log: dict[str, Any]) -> str | None:
@@ -539,8 +554,9 @@ async def _forward(
     journal: HopJournal | None,
     desk: ReceiptDesk | None = None,
 ) -> None:
-    """Once the downstream is ready: the batch as signed frames, the signed END statement with
-    every stage's log so far, then ``done`` (or ``refused``)."""
+    """Once the downstream is ready: the batch as signed frames, the signed END statement (this
+    hop's log; its chain: the upstream's chain and this hop's STATEMENT frame), then ``done``
+    (or ``refused``)."""
     await stage.await_downstream(
         settings.ready_timeout,
         who=f"{settings.stage} of round {settings.round_id}: {settings.downstream}",
@@ -559,9 +575,11 @@ async def _forward(
         rejected=dict(log.get("rejected", {})),
         aborted=release.refused,
         upstream_end=log.get("upstream_end"),
-        stages=release.stages,
+        stages={settings.stage: log},
     )
-    end = encode_end(signer=signer, item_length=item_length, statement=statement)
+    end = encode_end(
+        signer=signer, item_length=item_length, statement=statement, upstream_chain=release.chain
+    )
     await stage.transport.publish(egress, end)
     if journal is not None:
         _journal_log(log, journal)

@@ -37,9 +37,14 @@ def hop_binding(hop_index: int) -> dict[str, Any]:
     }
 
 
+def hop_verify_keys(n_hops: int) -> tuple[VerifyKey, ...]:
+    """Every hop's verify key of an ``n_hops``-hop test round, hop 0 first."""
+    return tuple(key.verify_key for key in HOP_SIGNING_KEYS[:n_hops])
+
+
 def analyzer_binding(n_hops: int) -> dict[str, Any]:
     """The manifest's values for AnalyzerSettings after ``n_hops`` hops."""
-    return {"manifest_digest": MANIFEST_DIGEST, "upstream_verify_key": upstream_verify_key(n_hops)}
+    return {"manifest_digest": MANIFEST_DIGEST, "hop_verify_keys": hop_verify_keys(n_hops)}
 
 
 def frame_signer(sender: int, round_id: int) -> FrameSigner:

@@ -652,7 +652,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         colluders=manifest.colluders,
         accept_loss=args.accept_loss,
         manifest_digest=manifest.digest,
-        upstream_verify_key=manifest.hops[-1].verify_key,
+        hop_verify_keys=tuple(hop.verify_key for hop in manifest.hops),
     )
 
     username, password = _credentials(args, "analyzer")
@@ -676,13 +676,24 @@ def _run_analyzer(args: argparse.Namespace) -> int:
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text + "\n", encoding="utf-8")
         print(text, flush=True)
-        delivery = report.get("delivery") or {}
-        if "error" in report and delivery.get("lost") and not delivery.get("loss_accepted"):
-            print(f"shuffledp analyzer: error: {delivery.get('message')}", file=sys.stderr)
-            return EXIT_LOST
-        return EXIT_REFUSED if "error" in report else 0
+        return _analyzer_exit_status(report)
 
     return _run(args, main())
+
+
+def _analyzer_exit_status(report: dict[str, Any]) -> int:
+    """EXIT_LOST if the round was refused for its loss's line, EXIT_REFUSED for any other
+    refusal (a chain of statements that does not verify, a hop that refused), else 0; the line
+    on stderr."""
+    error, delivery = report.get("error"), report.get("delivery") or {}
+    if error is None:
+        return 0
+    message = delivery.get("message")
+    if message and error == f"the round was refused: {message}":
+        print(f"shuffledp analyzer: error: {message}", file=sys.stderr)
+        return EXIT_LOST
+    print(f"shuffledp analyzer: {error}", file=sys.stderr)
+    return EXIT_REFUSED
 
 
 def _run_clients(args: argparse.Namespace) -> int:

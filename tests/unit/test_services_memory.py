@@ -49,7 +49,13 @@ from shuffledp.protocol.transport import MemoryBroker, MemoryTransport, Message,
 from shuffledp.randomness import SeededRandom
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
 from shuffledp.shuffler.service import HopResult, HopSettings, run_hop
-from tests.binding import HOP_SIGNING_KEYS, MANIFEST_DIGEST, analyzer_binding, hop_binding
+from tests.binding import (
+    HOP_SIGNING_KEYS,
+    MANIFEST_DIGEST,
+    analyzer_binding,
+    hop_binding,
+    hop_verify_keys,
+)
 
 
 @pytest.fixture(autouse=True)
@@ -750,8 +756,13 @@ ANALYZER_OK: dict[str, Any] = {
         ({"target_delta": 0.0}, "delta"),
         ({"eps": -0.5}, "eps"),
         ({"manifest_digest": b""}, "manifest_digest must be the 32-byte digest"),
-        ({"upstream_verify_key": None}, "hop-2's signing key"),
-        ({"upstream_verify_key": HOP_SIGNING_KEYS[2]}, "must be a nacl.signing.VerifyKey"),
+        ({"hop_verify_keys": None}, "hop_verify_keys must be a tuple of n_hops = 3"),
+        ({"hop_verify_keys": hop_verify_keys(2)}, "hop_verify_keys must be a tuple of n_hops = 3"),
+        ({"hop_verify_keys": list(hop_verify_keys(3))}, "hop_verify_keys must be a tuple"),
+        (
+            {"hop_verify_keys": (*hop_verify_keys(2), HOP_SIGNING_KEYS[2])},
+            r"hop_verify_keys\[2\] \(hop-2's signing key\) must be a nacl.signing.VerifyKey",
+        ),
     ],
 )
 def test_analyzer_settings_reject_bad_values(change: dict[str, Any], field_name: str) -> None:

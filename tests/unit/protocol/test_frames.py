@@ -53,6 +53,7 @@ MAGIC = b"SDPF"
 VERSION = 2
 DATA = 1
 END = 2
+STATEMENT = 3
 ROUND = 12345
 LENGTH = 7
 SENDER = 1  # frames from hop 1, to hop 2 (or the analyzer of 2 hops)
@@ -113,7 +114,19 @@ def statement(
         "stages": {"hop-0": {"accepted": 99}, f"hop-{SENDER}": own},
     }
     body.update(changes)
+    body.setdefault("chain", [own_statement(body)])
     return body
+
+
+def own_statement(body: dict[str, Any]) -> str:
+    """Hex of hop SENDER's STATEMENT frame of ``body`` (the statement without its chain, as
+    the module docstring lays it out: compact JSON, kind 3, signed by hand)."""
+    raw = json.dumps({**body, "chain": []}, separators=(",", ":")).encode()
+    seq, count = body.get("frames"), body.get("forwarded")
+    if not all(isinstance(x, int) and 0 <= x < 2**32 for x in (seq, count)):
+        return "00"  # no frame can hold it: the END is refused for its counts anyway
+    assert isinstance(seq, int) and isinstance(count, int)
+    return spec_frame(kind=STATEMENT, seq=seq, count=count, body=raw).hex()
 
 
 def end_frame(
@@ -132,7 +145,7 @@ def end_of(frames: list[bytes], messages: int, **changes: Any) -> bytes:
 
 
 def _typed(value: dict[str, Any]) -> EndStatement:
-    return EndStatement(**value)
+    return EndStatement(**{**value, "chain": tuple(value.get("chain", ()))})
 
 
 def assembler() -> FrameAssembler:

@@ -38,6 +38,7 @@ from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.journal import (
     MAGIC,
     RECORD_HEAD,
+    ClosedBatch,
     HopJournal,
     JournalError,
     JournalIdentity,
@@ -385,3 +386,23 @@ def test_a_journal_of_another_round_manifest_is_refused(tmp_path: Path) -> None:
 def test_the_identity_checks_its_manifest_digest() -> None:
     with pytest.raises(InvalidParameterError, match="manifest_digest must be the 32-byte digest"):
         dataclasses.replace(IDENTITY, manifest_digest=MANIFEST_DIGEST[:16])
+
+
+def test_a_released_batch_comes_back_with_the_chain_it_must_be_signed_with(tmp_path: Path) -> None:
+    """After a restart a hop signs its END again: with the same chain of upstream statements
+    (the upstream's END is not journaled again: its frames were all taken before the release)."""
+    chain = ("ab" * 70, "cd" * 90)
+    batch = ClosedBatch(
+        messages=[b"m" * 100, b"n" * 100],
+        item_length=100,
+        refused=None,
+        log={"accepted": 2},
+        stages={"hop-1": {"accepted": 2}},
+        chain=chain,
+    )
+    with HopJournal.open(tmp_path, IDENTITY) as journal:
+        journal.append_inputs(BURSTS[0])
+        journal.append_closed(batch)
+    with HopJournal.open(tmp_path, IDENTITY) as journal:
+        assert journal.contents.closed == batch
+        assert journal.contents.closed.chain == chain
