@@ -1,8 +1,8 @@
 """`shuffledp broker`: the embedded MQTT broker in the foreground, on 127.0.0.1 only.
 
 For running the components (`shuffledp hop`, `analyzer`, `clients`) by hand against one broker
-without installing Mosquitto. Prints one line when it accepts connections and runs until Ctrl-C or
-SIGTERM, then exits 0. A port in use and an amqtt failure are each one line with exit status 1
+without installing Mosquitto. Prints one line when it accepts connections and runs until Ctrl-C,
+SIGTERM or SIGHUP, then exits with 128 + the signal's number (130, 143, 129) after one line. A port in use and an amqtt failure are each one line with exit status 1
 (:class:`~shuffledp.brokers.ports.PortInUseError`, :class:`~shuffledp.errors.BrokerError`).
 """
 
@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any
 from shuffledp.brokers.ports import DEFAULT_MQTT_PORT
 from shuffledp.cli.argtypes import integer
 from shuffledp.cli.help import add_command
+from shuffledp.cli.signals import received_signal
 
 if TYPE_CHECKING:
     from shuffledp.brokers.embedded import EmbeddedBroker
@@ -68,21 +69,30 @@ def run(args: argparse.Namespace) -> int:
         )
     access = None if args.keys is None else access_directory(args.keys)
     broker = EmbeddedBroker(args.port, verbose=args.verbose, access_dir=access)
-    with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C before the signal handlers were set
-        asyncio.run(_serve(broker))
-    return 0
+    try:
+        signum = asyncio.run(_serve(broker))
+    except KeyboardInterrupt:  # a signal before the handlers were set (see cli.signals)
+        signum = received_signal() or signal.SIGINT
+    print(f"shuffledp broker: stopped by {signal.Signals(signum).name}", file=sys.stderr)
+    return 128 + signum
 
 
-async def _serve(broker: EmbeddedBroker) -> None:
-    stop = asyncio.Event()
+async def _serve(broker: EmbeddedBroker) -> int:
+    """Serve until SIGINT, SIGTERM or SIGHUP; the signal's number."""
     loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
+    stopped_by: asyncio.Future[int] = loop.create_future()
+
+    def stop(signum: int) -> None:
+        if not stopped_by.done():
+            stopped_by.set_result(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
         with contextlib.suppress(NotImplementedError):  # Windows: Ctrl-C stays KeyboardInterrupt
-            loop.add_signal_handler(sig, stop.set)
+            loop.add_signal_handler(sig, stop, sig)
     async with broker:
         print(f"shuffledp broker: listening on {broker.url}", flush=True)
         mode = (
             "accounts and ACLs enforced" if broker.access_dir is not None else "open: no accounts"
         )
         print(f"shuffledp broker: {mode}", file=sys.stderr, flush=True)
-        await stop.wait()
+        return await stopped_by
