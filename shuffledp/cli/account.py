@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -32,6 +33,12 @@ from shuffledp.accountant.tight import Tight, witness_dataset
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.errors import InvalidParameterError
+
+#: --rounds' limit: composing 1e5 rounds took 30 s (1e3: 6 s) on one core of the 2-core CI
+#: machine; 1e6 ran for minutes with no output.
+MAX_ROUNDS = 100_000
+#: From this many rounds the command says on stderr that it composes (several seconds).
+SLOW_ROUNDS = 1_000
 
 
 def add_parser(subparsers: Any) -> None:
@@ -75,10 +82,17 @@ def add_parser(subparsers: Any) -> None:
         "--nx0",
         type=integer(0),
         metavar="COUNT",
-        help="others holding x0 (single-bin, biswas-literal)",
+        help="others holding x0: only for single-bin and biswas-literal (or with --bound all), "
+        "refused with any other bound",
     )
     p.add_argument(
-        "--rounds", type=integer(1), default=1, metavar="COUNT", help="compose over COUNT rounds"
+        "--rounds",
+        type=integer(1, MAX_ROUNDS),
+        default=1,
+        metavar="COUNT",
+        help=f"compose over COUNT rounds (at most {MAX_ROUNDS:,}: the PLD composition of "
+        f"{MAX_ROUNDS:,} rounds takes about 30 s on one core; a line on stderr says when it "
+        f"starts from {SLOW_ROUNDS:,} rounds)",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -112,6 +126,19 @@ def run(args: argparse.Namespace) -> int:
     mech = ShuffledKRR(n=args.n, k=args.k, eps0=args.eps0)
     if args.rounds != 1 and args.bound == "all":
         raise InvalidParameterError("--rounds goes with one bound, not --bound all")
+    if args.nx0 is not None and args.bound != "all" and not needs_nx0(args.bound):
+        nx0_bounds = ", ".join(name for name in BOUND_NAMES if needs_nx0(name))
+        raise InvalidParameterError(
+            f"--nx0 applies to the bounds of one dataset ({nx0_bounds}), not --bound "
+            f"{args.bound}, which does not read it"
+        )
+    if args.rounds >= SLOW_ROUNDS:
+        print(
+            f"shuffledp account: composing over {args.rounds:,} rounds (up to about 30 s at "
+            f"{MAX_ROUNDS:,})...",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.bound == "all":
         results = [
             _result_or_error(make_bound(name, args.nx0), mech, args)

@@ -85,6 +85,12 @@ def add_parser(subparsers: Any) -> None:
         "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
         "the region; or lat,lon CSV: one per row)",
     )
+    _add_reporting_arguments(p)
+    p.set_defaults(func=run)
+
+
+def _add_reporting_arguments(p: argparse.ArgumentParser) -> None:
+    """What the command says while it runs, and whether a skipped experiment is an error."""
     p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
     p.add_argument(
         "--strict",
@@ -93,7 +99,6 @@ def add_parser(subparsers: Any) -> None:
         "(exit status 1, before anything runs); default: run every other experiment and list "
         "the skipped ones, and why, at the end (exit status 0 if all that ran succeeded)",
     )
-    p.set_defaults(func=run)
 
 
 def _add_where_arguments(p: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ import re
 import sys
 import threading
 from collections.abc import Sequence
+from typing import Any
 
 from shuffledp import __version__
 from shuffledp.cli import account as account_cli
@@ -54,8 +55,18 @@ EXIT_BROKEN_PIPE = 141
 _ARGUMENT_RULE = re.compile(r"^argument (-[-\w]+(?:/-[-\w]+)*): (must )")
 
 
+# argparse takes "-1e-6" for an option (its negative-number pattern has no exponent) and says
+# "--delta: expected one argument"; this one also reads exponents, so the value reaches the
+# flag's converter, which names the rule: "--delta must be in (0, 1), got -1e-06".
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit code 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER  # see _NEGATIVE_NUMBER
 
     def error(self, message: str) -> None:  # type: ignore[override]
         message = _ARGUMENT_RULE.sub(r"\1 \2", " ".join(message.split()))

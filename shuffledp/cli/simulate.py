@@ -230,6 +230,26 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
     )
 
 
+#: Below this many reports a round's estimate is mostly noise: with k-RR at the usual eps0 its
+#: TV distance to the truth is near 1 for a few users (2 users: TV 1.0), and shuffling gives
+#: almost no amplification (eps stays near eps0). The round is still valid; the commands warn.
+MIN_USEFUL_ROUND = 100
+
+
+def warn_small_round(command: str, n: int, k: int, hint: str = "") -> bool:
+    """One warning line on stderr if a round of ``n`` reports is below MIN_USEFUL_ROUND;
+    whether it was."""
+    if n >= MIN_USEFUL_ROUND:
+        return False
+    print(
+        f"shuffledp {command}: warning: a round of {n} reports (below {MIN_USEFUL_ROUND}, "
+        f"k = {k}): its estimate is mostly noise and shuffling barely amplifies its privacy"
+        f"{hint}",
+        file=sys.stderr,
+    )
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     options = _simulation_options(args)
     report = _run_simulation(options, quiet=args.quiet)
@@ -243,6 +263,7 @@ def run(args: argparse.Namespace) -> int:
     from shuffledp.simulations.pipeline.records import RoundLog
 
     log = RoundLog.from_json(report)  # the round log's schema (docs/report-schema.md)
+    warn_small_round("simulate", log.report.n_received, log.report.k)
     if args.json:
         print(json.dumps(log.to_json(), allow_nan=False))
     else:
