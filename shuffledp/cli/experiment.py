@@ -197,7 +197,12 @@ def run(args: argparse.Namespace) -> int:
     from shuffledp.simulations.pipeline.simulate import SimulationError
 
     selected, skipped = _check_args(args, list(EXPERIMENTS))
-    args.out.mkdir(parents=True, exist_ok=True)
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. under /proc, which looks writable to root
+        raise InvalidParameterError(
+            f"--out {args.out}: cannot create it ({exc.strerror})"
+        ) from None
 
     failures = 0
     try:
