@@ -283,7 +283,7 @@ class FaultRound:
 
     async def start_analyzer(self, *extra: str) -> Component:
         spec = self.spec
-        args = ["analyzer", *self.common(), "--k", str(spec.k), "--eps0", repr(spec.eps0)]
+        args = ["analyzer", *self.common(), "--k", str(spec.k), "--eps0", repr(spec.eps0), "--json"]
         args += ["--expected", str(spec.n), "--deadline", repr(spec.deadline), *extra]
         return await self.start("analyzer", args)
 

@@ -1022,6 +1022,7 @@ class Round:
         return await self.start(
             "analyzer",
             *self.common(),
+            "--json",
             "--k",
             str(K),
             "--eps0",
@@ -1347,7 +1348,7 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
     arguments = [
         *("analyzer", "--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix),
         *("--round", str(ROUND), "--no-auth", "--k", str(K), "--eps0", str(EPS0)),
-        *("--expected", str(n), "--deadline", "20", "--state-dir", str(state)),
+        *("--expected", str(n), "--deadline", "20", "--state-dir", str(state), "--json"),
     ]
     identity = JournalIdentity.for_analyzer(
         prefix=prefix,
