@@ -453,7 +453,18 @@ def _histogram_lines(report: Report) -> list[str]:
             "TV distance to the truth: "
             + ", ".join(f"{name} {_num(value)}" for name, value in tv.items())
         )
+        if ibu_distribution is not None and report.estimate.distribution is not None:
+            pairs = zip(ibu_distribution, report.estimate.distribution, strict=True)
+            if max(abs(a - b) for a, b in pairs) < 1e-9:
+                lines.append(_SAME_ESTIMATES)
     return lines
+
+
+_SAME_ESTIMATES = (
+    "IBU = shuffle+INV here: the inversion has no negative bin, so it already is the "
+    "maximum-likelihood estimate IBU converges to (they differ when a bin goes negative: few "
+    "users, small eps0 or large k; docs/estimators.md)"
+)
 
 
 def _chaos_line(chaos: ChaosSummary) -> str:
