@@ -410,3 +410,9 @@ def test_many_rounds_say_on_stderr_that_they_compose(capsys: pytest.CaptureFixtu
         == f"shuffledp account: composing over {rounds:,} rounds (up to "
         f"about 30 s at {account_cli.MAX_ROUNDS:,})...\n"
     )
+
+
+def test_every_bound_name_has_its_one_line_meaning_in_help() -> None:
+    from shuffledp.accountant.registry import BOUND_NAMES
+
+    assert tuple(account_cli.BOUND_MEANINGS) == BOUND_NAMES
