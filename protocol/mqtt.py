@@ -78,6 +78,17 @@ class MqttConnectionError(BrokerError):
     """The broker could not be reached, or the connection was lost."""
 
 
+class _UnreachableError(MqttConnectionError):
+    """Nothing answered at the broker's address (yet): the first connection may retry."""
+
+
+#: The first connection to a broker that is not up yet (components started in any order):
+#: retried with pauses doubling from FIRST_PAUSE to MAX_PAUSE seconds, for up to the
+#: transport's ``reconnect_timeout``.
+FIRST_PAUSE = 0.1
+MAX_PAUSE = 2.0
+
+
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
@@ -449,6 +460,31 @@ class MqttTransport:
         return client
 
     async def __aenter__(self) -> Self:
+        """Connect. With ``reconnect_timeout`` > 0, a broker that does not answer yet
+        (connection refused, no route) is tried again with growing pauses until that time has
+        passed: the components of a deployment may start in any order."""
+        give_up = time.monotonic() + self.reconnect_timeout
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return await self._connect_first()
+            except _UnreachableError as exc:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    if self.reconnect_timeout <= 0:
+                        raise
+                    raise MqttConnectionError(
+                        f"{exc} (tried for {self.reconnect_timeout:g} s, --reconnect)"
+                    ) from exc
+                if pause == FIRST_PAUSE:
+                    _RECONNECT_LOG.info(
+                        "%s; trying again for up to %g s", exc, self.reconnect_timeout
+                    )
+                await asyncio.sleep(min(pause, left))
+                pause = min(2 * pause, MAX_PAUSE)
+                self._client = self._make_client()
+
+    async def _connect_first(self) -> Self:
         if self.fresh_session:
             # A process with nothing to resume: whatever session this id left behind (a
             # killed process, another round under the same account) is ended first.
@@ -463,7 +499,7 @@ class MqttTransport:
             unreachable = _unreachable(cause)
             if unreachable is not None:
                 message = f"cannot reach the broker at {self.url}: {unreachable}"
-                raise MqttConnectionError(message) from exc
+                raise _UnreachableError(message) from exc
             if isinstance(cause, ssl.SSLCertVerificationError):
                 reason = cause.verify_message or cause.reason or "verification failed"
                 message = (

@@ -28,6 +28,7 @@ def _analyzer(keys: Path, *extra: str) -> list[str]:
         "analyzer",
         "--broker",
         UNREACHABLE,
+        "--no-reconnect",  # else it waits for the broker to come up
         "--keys",
         str(keys),
         "--k",
