@@ -341,3 +341,15 @@ def test_runs_are_dodged_at_most_max_dodge_and_medians_are_joined_at_the_true_x(
                 assert min(abs(math.log10(value / n)) for n in x) <= math.log10(MAX_DODGE) + 1e-9
     finally:
         plt.close(fig)
+
+
+def test_every_setting_has_its_legend() -> None:
+    """Figure titles that name a setting say what it means (SETTING_MEANINGS covers SETTINGS)."""
+    from shuffledp.simulations.experiments.settings import (
+        SETTING_MEANINGS,
+        SETTINGS,
+        setting_legend,
+    )
+
+    assert tuple(SETTING_MEANINGS) == SETTINGS
+    assert setting_legend("honest") == f"setting 'honest' ({SETTING_MEANINGS['honest']})"
