@@ -1,6 +1,6 @@
 """The privacy settings of the evaluation: what the shuffle and the central Gaussian run at.
 
-The seed paper (Biswas, Jung, Palamidessi, FPS 2023, Section V.A and VI) compares shuffled k-RR
+The seed paper (Biswas, Jung, Palamidessi, FPS 2023, Section V) compares shuffled k-RR
 with the analytic Gaussian "under the same (eps, delta)", taking delta from its printed formula
 (eq. 6, maximised over the primary input x0 as eq. 10). That formula is not a valid guarantee
 (docs/accounting.md), so every utility experiment runs in two settings:

@@ -353,3 +353,15 @@ def test_every_setting_has_its_legend() -> None:
 
     assert tuple(SETTING_MEANINGS) == SETTINGS
     assert setting_legend("honest") == f"setting 'honest' ({SETTING_MEANINGS['honest']})"
+
+
+def test_the_printed_formula_is_exactly_zero_on_fig_1s_diagonal() -> None:
+    """At eps >= eps0 the printed formula is 0 (settings.printed_delta_hat's proof); Fig. 1's
+    cells at eps = eps0 are exact zeros, not 1e-159 (drawn as the map's darkest cells)."""
+    from shuffledp.simulations.experiments.delta_points import _literal_decimal
+    from shuffledp.simulations.experiments.fig_1 import full_grid
+
+    grid = full_grid()
+    diagonal = [(grid.n, grid.k, eps0, grid.nx0, eps0) for eps0 in grid.eps0_values]
+    assert len(diagonal) == 30
+    assert all(_literal_decimal(point) == "0" for point in diagonal)
