@@ -93,13 +93,14 @@ def _heavy_cases(tmp: Path) -> dict[str, _Case]:
 def _light_cases(tmp: Path, broker: str) -> dict[str, _Case]:
     keys = ["--broker", broker, "--keys", str(tmp / "keys")]
     return {
-        "account": _Case(
+        "account": _Case(  # composing 1e5 rounds: about 30 s (it says so on stderr)
             [
-                *_cmd("account", "--n", "1e6", "--k", "100", "--eps0", "2", "--delta", "1e-6"),
-                "--bound",
-                "all",
+                *_cmd("account", "--n", "10000", "--k", "15", "--eps0", "4", "--delta", "1e-6"),
+                "--rounds",
+                "100000",
             ],
             settle=4.0,
+            logs=True,
         ),
         "audit": _Case(
             [
