@@ -94,6 +94,17 @@ TAKEOVER_WINDOW = 30.0
 YOUNG_SECONDS = 5.0
 
 
+class _UnreachableError(MqttConnectionError):
+    """Nothing answered at the broker's address (yet): the first connection may retry."""
+
+
+#: The first connection to a broker that is not up yet (components started in any order):
+#: retried with pauses doubling from FIRST_PAUSE to MAX_PAUSE seconds, for up to the
+#: transport's ``reconnect_timeout``.
+FIRST_PAUSE = 0.1
+MAX_PAUSE = 2.0
+
+
 _PORT_RE = re.compile(r"[0-9]{1,5}")
 _HOST_RE = re.compile(r"[A-Za-z0-9._-]+|\[[0-9A-Fa-f:.]+\]")
 
@@ -494,7 +505,7 @@ class MqttTransport:
                     f"identity: this one stops before connecting"
                 )
         try:
-            return await self._enter()
+            return await self._enter_retrying()
         except BaseException:
             self._release_lock()
             raise
@@ -506,6 +517,31 @@ class MqttTransport:
         if self._lock is not None:
             self._lock.release()
             self._lock = None
+
+    async def _enter_retrying(self) -> Self:
+        """Connect. With ``reconnect_timeout`` > 0, a broker that does not answer yet
+        (connection refused, no route) is tried again with growing pauses until that time has
+        passed: the components of a deployment may start in any order."""
+        give_up = time.monotonic() + self.reconnect_timeout
+        pause = FIRST_PAUSE
+        while True:
+            try:
+                return await self._enter()
+            except _UnreachableError as exc:
+                left = give_up - time.monotonic()
+                if left <= 0:
+                    if self.reconnect_timeout <= 0:
+                        raise
+                    raise MqttConnectionError(
+                        f"{exc} (tried for {self.reconnect_timeout:g} s, --reconnect)"
+                    ) from exc
+                if pause == FIRST_PAUSE:
+                    _RECONNECT_LOG.info(
+                        "%s; trying again for up to %g s", exc, self.reconnect_timeout
+                    )
+                await asyncio.sleep(min(pause, left))
+                pause = min(2 * pause, MAX_PAUSE)
+                self._client = self._make_client()
 
     async def _enter(self) -> Self:
         if self.fresh_session:
@@ -522,7 +558,7 @@ class MqttTransport:
             unreachable = _unreachable(cause)
             if unreachable is not None:
                 message = f"cannot reach the broker at {self.url}: {unreachable}"
-                raise MqttConnectionError(message) from exc
+                raise _UnreachableError(message) from exc
             if isinstance(cause, ssl.SSLCertVerificationError):
                 reason = cause.verify_message or cause.reason or "verification failed"
                 message = (

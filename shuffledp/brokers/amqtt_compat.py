@@ -74,14 +74,15 @@ def check_amqtt_version(installed: str | None = None) -> None:
         )
 
 
-def amqtt_config(port: int, access_dir: Path | None = None) -> dict[str, Any]:
-    """amqtt 0.12's configuration for a listener on 127.0.0.1:``port``.
+def amqtt_config(port: int, access_dir: Path | None = None, host: str = LOOPBACK) -> dict[str, Any]:
+    """amqtt 0.12's configuration for a listener on ``host``:``port`` (default 127.0.0.1).
 
     No $SYS plugin, no event/packet logger plugins. Without ``access_dir`` the anonymous-auth
     plugin (without any auth plugin every client is refused); with it, the accounts and ACL of
     :mod:`shuffledp.security.access`, from the files Mosquitto reads (its passwd with $7$ hashes
     and its acl file)."""
-    listeners = {"default": {"type": "tcp", "bind": f"{LOOPBACK}:{port}"}}
+    bind = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    listeners = {"default": {"type": "tcp", "bind": bind}}
     if access_dir is None:
         plugin = {"amqtt.plugins.authentication.AnonymousAuthPlugin": {"allow_anonymous": True}}
         return {"listeners": listeners, "plugins": plugin}
@@ -406,8 +407,8 @@ class _DropStartupTraceback(logging.Filter):
         return record.getMessage() != "Broker startup failed"
 
 
-async def start_amqtt(port: int, access_dir: Path | None) -> Any:
-    """A started, patched amqtt Broker on 127.0.0.1:``port``.
+async def start_amqtt(port: int, access_dir: Path | None, host: str = LOOPBACK) -> Any:
+    """A started, patched amqtt Broker on ``host``:``port`` (default 127.0.0.1).
 
     PortInUseError if the port is taken; BrokerError for a wrong amqtt version or any other
     start-up failure (amqtt's own message and the cause, never reported as a port in use)."""
@@ -418,7 +419,7 @@ async def start_amqtt(port: int, access_dir: Path | None) -> Any:
     from shuffledp.security.broker_limits import deployment_client_payload
 
     what = f"embedded MQTT broker (amqtt {AMQTT_VERSION})"
-    broker = Broker(amqtt_config(port, access_dir))
+    broker = Broker(amqtt_config(port, access_dir, host))
     patch_broker(broker, acl=access_dir is not None)
     client_payload = None
     if access_dir is not None:
@@ -435,7 +436,7 @@ async def start_amqtt(port: int, access_dir: Path | None) -> Any:
         if isinstance(cause, OSError) and cause.errno == errno.EADDRINUSE:
             raise port_in_use(port, what) from exc
         detail = f"{exc}" + (f" ({cause})" if cause is not None else "")
-        raise BrokerError(f"{what} could not start on {LOOPBACK}:{port}: {detail}") from exc
+        raise BrokerError(f"{what} could not start on {host}:{port}: {detail}") from exc
     finally:
         amqtt_logger.removeFilter(log_filter)
     return broker

@@ -44,9 +44,10 @@ class EmbeddedBroker:
     task is cancelled. amqtt's loggers are set to WARNING (INFO with ``verbose=True``). Entering
     raises PortInUseError if a given `port` is taken and BrokerError if amqtt fails otherwise
     (or is not the version :mod:`shuffledp.brokers.amqtt_compat` was written for).
-    """
 
-    host = LOOPBACK
+    ``host``: the address to listen on (default 127.0.0.1; ``shuffledp broker --listen``, which
+    refuses another address without accounts).
+    """
 
     def __init__(
         self,
@@ -54,7 +55,9 @@ class EmbeddedBroker:
         *,
         verbose: bool = False,
         access_dir: str | os.PathLike[str] | None = None,
+        host: str = LOOPBACK,
     ) -> None:
+        self.host = host
         self._fixed_port = port is not None
         self._port = check_port(port) if port is not None else free_loopback_port()
         self._verbose = verbose
@@ -67,7 +70,8 @@ class EmbeddedBroker:
 
     @property
     def url(self) -> str:
-        return f"mqtt://{self.host}:{self._port}"
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"mqtt://{host}:{self._port}"
 
     @property
     def access_dir(self) -> Path | None:
@@ -92,7 +96,7 @@ class EmbeddedBroker:
 
         for attempt in range(PORT_ATTEMPTS):
             try:
-                self._broker = await start_amqtt(self._port, self._access_dir)
+                self._broker = await start_amqtt(self._port, self._access_dir, self.host)
                 return
             except PortInUseError:
                 if self._fixed_port or attempt == PORT_ATTEMPTS - 1:

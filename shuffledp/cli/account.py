@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 from collections.abc import Mapping
 from typing import Any
 
@@ -31,6 +32,31 @@ from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.errors import InvalidParameterError
 
+#: One line per --bound name for --help (docs/accounting.md's table, shortened; a test keeps
+#: the keys equal to the registry's BOUND_NAMES).
+BOUND_MEANINGS = {
+    "tight": "the valid guarantee (min of the upper bounds) and a lower bound on the truth",
+    "optimal-blanket": "upper, every dataset; the usual winner",
+    "largest-group": "upper, every dataset; never above optimal-blanket",
+    "strong-adversary": "upper, every dataset (Balle et al. 2019)",
+    "clones": "upper, every dataset, any eps0-LDP randomizer (Feldman et al. 2021)",
+    "krr-clones": "upper, every dataset; the clone reduction for k-RR",
+    "family-f": "lower: the exact delta of the worst dataset family tried",
+    "wang-krr": "lower for k >= 3 (published as upper, fails); upper for k = 2",
+    "all-others-x0": "lower: the exact delta when every other user holds x0",
+    "erlingsson": "upper, analytic; eps0 <= 0.5, n >= 1000 only",
+    "blanket-analytic": "upper, analytic (Balle et al. 2019 Thm 3.1); a narrow eps range only",
+    "renyi-girgis": "upper via Renyi DP (Girgis et al. 2021); composes over --rounds",
+    "single-bin": "one dataset (--nx0 others hold x0); informative, not a guarantee",
+    "biswas-literal": "the seed paper's printed formula; not a valid guarantee (--nx0)",
+}
+
+#: --rounds' limit: composing 1e5 rounds took 30 s (1e3: 6 s) on one core of the 2-core CI
+#: machine; 1e6 ran for minutes with no output.
+MAX_ROUNDS = 100_000
+#: From this many rounds the command says on stderr that it composes (several seconds).
+SLOW_ROUNDS = 1_000
+
 
 def add_parser(subparsers: Any) -> None:
     p = add_command(
@@ -39,7 +65,9 @@ def add_parser(subparsers: Any) -> None:
         help="privacy guarantee (eps, delta) of shuffled k-RR",
         description="delta at eps, or eps at delta, for n users applying k-RR(eps0) and a "
         "shuffle. The default bound, tight, reports the valid guarantee delta_upper and a lower "
-        "bound delta_lower on the true worst case.",
+        "bound delta_lower on the true worst case.\n\nbounds (--bound; sources in "
+        "docs/accounting.md):\n"
+        + "\n".join(f"  {name:<17} {meaning}" for name, meaning in BOUND_MEANINGS.items()),
         examples=[
             "shuffledp account --n 10000 --k 15 --eps0 4 --delta 1e-6",
             "shuffledp account --n 1e6 --k 100 --eps0 2 --eps 0.5 --bound all",
@@ -67,20 +95,22 @@ def add_parser(subparsers: Any) -> None:
         default="tight",
         choices=[*BOUND_NAMES, "all"],
         metavar="NAME",
-        help=f"one of {', '.join(BOUND_NAMES)}, or all",
+        help="a bound listed above, or all: every one side by side (default: tight)",
     )
     p.add_argument(
         "--nx0",
         type=integer(0),
         metavar="COUNT",
-        help="others holding x0 (single-bin, biswas-literal)",
+        help="others holding x0: only for single-bin and biswas-literal (or with --bound all), "
+        "refused with any other bound",
     )
     p.add_argument(
         "--rounds",
-        type=integer(1),
+        type=integer(1, MAX_ROUNDS),
         default=1,
         metavar="COUNT",
-        help="compose over COUNT rounds (up to 100000): a bracket on the composed worst case",
+        help=f"compose over COUNT rounds (at most {MAX_ROUNDS:,}): a bracket on the composed "
+        f"worst case; a line on stderr says when it starts from {SLOW_ROUNDS:,} rounds",
     )
     p.add_argument("--json", action="store_true", help="print one JSON object")
     p.set_defaults(func=run)
@@ -114,6 +144,19 @@ def run(args: argparse.Namespace) -> int:
     mech = ShuffledKRR(n=args.n, k=args.k, eps0=args.eps0)
     if args.rounds != 1 and args.bound == "all":
         raise InvalidParameterError("--rounds goes with one bound, not --bound all")
+    if args.nx0 is not None and args.bound != "all" and not needs_nx0(args.bound):
+        nx0_bounds = ", ".join(name for name in BOUND_NAMES if needs_nx0(name))
+        raise InvalidParameterError(
+            f"--nx0 applies to the bounds of one dataset ({nx0_bounds}), not --bound "
+            f"{args.bound}, which does not read it"
+        )
+    if args.rounds >= SLOW_ROUNDS:
+        print(
+            f"shuffledp account: composing over {args.rounds:,} rounds (up to about 30 s at "
+            f"{MAX_ROUNDS:,})...",
+            file=sys.stderr,
+            flush=True,
+        )
     if args.bound == "all":
         results = [
             _result_or_error(make_bound(name, args.nx0), mech, args)

@@ -243,7 +243,7 @@ def _add_analyzer(subparsers: Any) -> None:
     analyzer = add_command(
         subparsers,
         "analyzer",
-        help="run the analyzer for one round and print its report",
+        help="run the analyzer for one round and print its report (a summary; --json)",
         description="Peel the last layer, validate, count, estimate (shuffle+INV, IBU) and "
         "publish the report with the accountant's guarantee for the reports actually received.",
         examples=[
@@ -286,6 +286,11 @@ def _add_analyzer(subparsers: Any) -> None:
         type=Path,
         metavar="FILE",
         help="also write the report (JSON) to FILE (checked writable before the round starts)",
+    )
+    analyzer.add_argument(
+        "--json",
+        action="store_true",
+        help="print the report as one JSON object (docs/report-schema.md) instead of a summary",
     )
     analyzer.add_argument(
         "--state-dir",
@@ -675,7 +680,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         if args.out is not None:  # checked writable before the round (_check_paths)
             args.out.parent.mkdir(parents=True, exist_ok=True)
             args.out.write_text(text + "\n", encoding="utf-8")
-        print(text, flush=True)
+        print(text if args.json else _report_text(report), flush=True)
         return _analyzer_exit_status(report)
 
     return _run(args, main())
@@ -694,6 +699,13 @@ def _analyzer_exit_status(report: dict[str, Any]) -> int:
         return EXIT_LOST
     print(f"shuffledp analyzer: {error}", file=sys.stderr)
     return EXIT_REFUSED
+
+
+def _report_text(report: dict[str, Any]) -> str:
+    from shuffledp.analyzer.records import PublishedReport
+    from shuffledp.cli.report_text import format_published_report
+
+    return format_published_report(PublishedReport.from_json(report))
 
 
 def _run_clients(args: argparse.Namespace) -> int:

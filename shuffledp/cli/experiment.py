@@ -4,6 +4,8 @@ Each experiment writes CSV files, PNG figures and a markdown summary into DIR (`
 sub-folder per experiment) and the command prints the files and the summary's path. Errors are
 one line on stderr with a non-zero exit: 2 for bad usage (unknown name, bad --runs), 1 when an
 experiment could not run (missing data, unreachable Dask scheduler, a failed pipeline round).
+``all`` without check-in data runs the other experiments and lists the skipped ones at the end
+(``--strict``: an error before anything runs).
 """
 
 from __future__ import annotations
@@ -83,8 +85,20 @@ def add_parser(subparsers: Any) -> None:
         "--data-dir (SNAP, plain or .gz: one report per user, their most recent check-in in "
         "the region; or lat,lon CSV: one per row)",
     )
-    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    _add_reporting_arguments(p)
     p.set_defaults(func=run)
+
+
+def _add_reporting_arguments(p: argparse.ArgumentParser) -> None:
+    """What the command says while it runs, and whether a skipped experiment is an error."""
+    p.add_argument("--quiet", action="store_true", help="no progress bars on stderr")
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help=f"with {ALL!r}: an experiment that cannot run here (no check-in data) is an error "
+        "(exit status 1, before anything runs); default: run every other experiment and list "
+        "the skipped ones, and why, at the end (exit status 0 if all that ran succeeded)",
+    )
 
 
 def _add_where_arguments(p: argparse.ArgumentParser) -> None:
@@ -118,9 +132,9 @@ def _error(message: str, code: int) -> int:
     return code
 
 
-def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
-    """The experiments to run; InvalidParameterError (exit status 2) for bad input, before any
-    experiment starts."""
+def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[list[str], dict[str, str]]:
+    """The experiments to run and those ``all`` skips (name: why); InvalidParameterError (exit
+    status 2) for bad input, before any experiment starts."""
     if args.name == ALL:
         selected = list(names)
     elif args.name in names:
@@ -142,15 +156,16 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> list[str]:
             f"--data-dir must be an existing folder, got {str(args.data_dir)!r}"
         )
     check_output_dir("--out", args.out)
-    _check_data(args, selected)
-    return selected
+    skipped = _check_data(args, selected)
+    return [name for name in selected if name not in skipped], skipped
 
 
-def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
+def _check_data(args: argparse.Namespace, selected: list[str]) -> dict[str, str]:
     """Find every check-in file now, before any experiment starts: a missing one is one line
     naming `shuffledp data fetch gowalla` (ExperimentError, exit status 1), not a failure after
-    the experiments before it have run. For ``all`` the line says that nothing ran and names the
-    experiments that need no check-ins (they run by name)."""
+    the experiments before it have run. ``all`` skips the experiments that need check-ins
+    instead (returned: name -> why), unless --strict: then the line says that nothing ran and
+    names the experiments that need no check-ins (they run by name)."""
     from shuffledp.simulations.experiments.base import ExperimentError
     from shuffledp.simulations.experiments.gowalla_data import (
         GOWALLA_EXPERIMENTS,
@@ -159,17 +174,20 @@ def _check_data(args: argparse.Namespace, selected: list[str]) -> None:
     )
 
     if not any(name in GOWALLA_EXPERIMENTS for name in selected):
-        return
+        return {}
     try:
         check_data(tuple(SETUPS.values()), args.dataset, args.data_dir)
     except ExperimentError as exc:
         if args.name != ALL:
             raise
+        if not args.strict:
+            return {name: str(exc) for name in selected if name in GOWALLA_EXPERIMENTS}
         others = [name for name in selected if name not in GOWALLA_EXPERIMENTS]
         raise ExperimentError(
             f"nothing was run: {', '.join(GOWALLA_EXPERIMENTS)} need check-in data ({exc}); "
-            f"the others run by name ({', '.join(others)})"
+            f"the others run by name ({', '.join(others)}) or without --strict"
         ) from None
+    return {}
 
 
 def run(args: argparse.Namespace) -> int:
@@ -178,8 +196,13 @@ def run(args: argparse.Namespace) -> int:
     from shuffledp.simulations.experiments.runner import DaskRepeater, LocalRepeater
     from shuffledp.simulations.pipeline.simulate import SimulationError
 
-    selected = _check_args(args, list(EXPERIMENTS))
-    args.out.mkdir(parents=True, exist_ok=True)
+    selected, skipped = _check_args(args, list(EXPERIMENTS))
+    try:
+        args.out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:  # e.g. under /proc, which looks writable to root
+        raise InvalidParameterError(
+            f"--out {args.out}: cannot create it ({exc.strerror})"
+        ) from None
 
     failures = 0
     try:
@@ -220,12 +243,28 @@ def run(args: argparse.Namespace) -> int:
                 continue
             _print_output(name, output, time.perf_counter() - experiment_started)
     if args.name == ALL:
-        done = len(selected) - failures
-        print(
-            f"all: {done} of {len(selected)} experiments in "
-            f"{_duration(time.perf_counter() - started)} (wall clock)"
-        )
+        _print_all_summary(len(selected) - failures, len(selected), skipped, started)
     return 1 if failures else 0
+
+
+def _print_all_summary(done: int, ran: int, skipped: dict[str, str], started: float) -> None:
+    """``all: 5 of 5 experiments in ...``; then the skipped ones and why, on stdout and (so that
+    a redirected output does not hide it) as one line on stderr."""
+    print(
+        f"all: {done} of {ran} experiments in "
+        f"{_duration(time.perf_counter() - started)} (wall clock)"
+        + (f"; {len(skipped)} skipped" if skipped else "")
+    )
+    by_reason: dict[str, list[str]] = {}
+    for name, reason in skipped.items():
+        by_reason.setdefault(reason, []).append(name)
+    for reason, names in by_reason.items():
+        print(f"skipped: {', '.join(names)}: {reason}")
+        print(
+            f"shuffledp experiment: warning: skipped {', '.join(names)} ({reason}); --strict "
+            "makes this an error",
+            file=sys.stderr,
+        )
 
 
 def _context(args: argparse.Namespace, name: str, repeater: Any) -> Any:

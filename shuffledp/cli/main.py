@@ -10,7 +10,7 @@ stderr, the message naming the flag, and the exit status
   (:class:`~shuffledp.errors.OperationalError`, :class:`OSError`).
 
 Anything else is a bug and keeps its traceback. Subcommands have further statuses of their own
-(3 and 4 in :mod:`shuffledp.cli.components`, 130 on Ctrl-C).
+(3 and 4 in :mod:`shuffledp.cli.components`, 130 on Ctrl-C, 143 on SIGTERM, 129 on SIGHUP).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ import argparse
 import os
 import re
 import sys
+import threading
 from collections.abc import Sequence
 from typing import Any
 
@@ -31,6 +32,7 @@ from shuffledp.cli import data as data_cli
 from shuffledp.cli import experiment as experiment_cli
 from shuffledp.cli import keys as keys_cli
 from shuffledp.cli import round as round_cli
+from shuffledp.cli import signals
 from shuffledp.cli import simulate as simulate_cli
 from shuffledp.cli import stream as stream_cli
 from shuffledp.errors import (
@@ -59,8 +61,18 @@ EXIT_BROKEN_PIPE = 141
 _ARGUMENT_RULE = re.compile(r"^argument (-[-\w]+(?:/-[-\w]+)*): (must )")
 
 
+# argparse takes "-1e-6" for an option (its negative-number pattern has no exponent) and says
+# "--delta: expected one argument"; this one also reads exponents, so the value reaches the
+# flag's converter, which names the rule: "--delta must be in (0, 1), got -1e-06".
+_NEGATIVE_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$")
+
+
 class _OneLineParser(argparse.ArgumentParser):
     """Usage errors as one line on stderr and exit code 2."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER  # see _NEGATIVE_NUMBER
 
     def error(self, message: str) -> None:  # type: ignore[override]
         message = _ARGUMENT_RULE.sub(r"\1 \2", " ".join(message.split()))
@@ -105,10 +117,19 @@ def exit_status(error: BaseException) -> int | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run the command ``argv`` (default: the process's command line) and return its exit
+    status. Run as the process's command (``argv`` None, main thread), SIGTERM and SIGHUP stop
+    it as a Ctrl-C does (:mod:`shuffledp.cli.signals`), with status 143 / 129."""
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signals.install()
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
         code: int = args.func(args)
+    except KeyboardInterrupt:
+        # A command with nothing of its own to stop (account, audit, keys ...): one line.
+        print(f"shuffledp {_command(args)}: interrupted", file=sys.stderr)
+        return signals.interrupted_status()
     except BrokenPipeError:
         _discard_stdout()
         return EXIT_BROKEN_PIPE
@@ -126,7 +147,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             raise
         print(f"shuffledp {_command(args)}: error: {_one_line(first)}", file=sys.stderr)
         return status
-    return code
+    # Commands that stop their children on a Ctrl-C return 130; SIGTERM / SIGHUP take that path.
+    return signals.interrupted_status() if code == signals.EXIT_INTERRUPTED else code
 
 
 def _first_leaf(group: BaseExceptionGroup[Any]) -> BaseException:

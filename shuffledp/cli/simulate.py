@@ -238,6 +238,26 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
     )
 
 
+#: Below this many reports a round's estimate is mostly noise: with k-RR at the usual eps0 its
+#: TV distance to the truth is near 1 for a few users (2 users: TV 1.0), and shuffling gives
+#: almost no amplification (eps stays near eps0). The round is still valid; the commands warn.
+MIN_USEFUL_ROUND = 100
+
+
+def warn_small_round(command: str, n: int, k: int, hint: str = "") -> bool:
+    """One warning line on stderr if a round of ``n`` reports is below MIN_USEFUL_ROUND;
+    whether it was."""
+    if n >= MIN_USEFUL_ROUND:
+        return False
+    print(
+        f"shuffledp {command}: warning: a round of {n} reports (below {MIN_USEFUL_ROUND}, "
+        f"k = {k}): its estimate is mostly noise and shuffling barely amplifies its privacy"
+        f"{hint}",
+        file=sys.stderr,
+    )
+    return True
+
+
 def run(args: argparse.Namespace) -> int:
     options = _simulation_options(args)
     report = _run_simulation(options, quiet=args.quiet)
@@ -251,6 +271,7 @@ def run(args: argparse.Namespace) -> int:
     from shuffledp.simulations.pipeline.records import RoundLog
 
     log = RoundLog.from_json(report)  # the round log's schema (docs/report-schema.md)
+    warn_small_round("simulate", log.report.n_received, log.report.k)
     if args.json:
         print(json.dumps(log.to_json(), allow_nan=False))
     else:
@@ -446,7 +467,18 @@ def _histogram_lines(report: Report) -> list[str]:
             "TV distance to the truth: "
             + ", ".join(f"{name} {_num(value)}" for name, value in tv.items())
         )
+        if ibu_distribution is not None and report.estimate.distribution is not None:
+            pairs = zip(ibu_distribution, report.estimate.distribution, strict=True)
+            if max(abs(a - b) for a, b in pairs) < 1e-9:
+                lines.append(_SAME_ESTIMATES)
     return lines
+
+
+_SAME_ESTIMATES = (
+    "IBU = shuffle+INV here: the inversion has no negative bin, so it already is the "
+    "maximum-likelihood estimate IBU converges to (they differ when a bin goes negative: few "
+    "users, small eps0 or large k; docs/estimators.md)"
+)
 
 
 def _chaos_line(chaos: ChaosSummary) -> str:

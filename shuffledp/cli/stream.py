@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from shuffledp.cli.argtypes import integer, positive, probability
 from shuffledp.cli.help import add_command
+from shuffledp.cli.simulate import MIN_USEFUL_ROUND, warn_small_round
 from shuffledp.security.keys import MAX_HOPS
 
 if TYPE_CHECKING:  # the stream's modules load only when the command runs
@@ -104,7 +105,8 @@ def _add_privacy_arguments(p: argparse._ArgumentGroup) -> None:
         type=integer(2),
         default=2,
         metavar="COUNT",
-        help="skip an epoch with fewer reporting users (2 is the smallest round)",
+        help="skip an epoch with fewer reporting users (2 is the smallest round; a round below "
+        f"{MIN_USEFUL_ROUND} users is valid but mostly noise: a warning says so)",
     )
     p.add_argument(
         "--discretization",
@@ -297,8 +299,10 @@ class _Printer:
         self.as_json = as_json
         self.epoch_seconds = epoch_seconds
         self._header = False
+        self._warned_small = False
 
     def record(self, record: StreamRecord) -> None:
+        self._note_small_round(record)
         if self.as_json:
             print(json.dumps(record.to_json(), allow_nan=False), flush=True)
             return
@@ -309,6 +313,22 @@ class _Printer:
 
     def flush(self) -> None:
         sys.stdout.flush()
+
+    def _note_small_round(self, record: StreamRecord) -> None:
+        """Warn (once) when an epoch runs a round below MIN_USEFUL_ROUND users: valid, but its
+        estimate is noise and it spends the users' budget."""
+        from shuffledp.simulations.pipeline.stream.records import EpochRecord
+
+        if self._warned_small or not isinstance(record, EpochRecord) or record.status != "run":
+            return
+        k = record.round_log.report.k if record.round_log is not None else 0
+        self._warned_small = warn_small_round(
+            "stream",
+            record.users_reporting,
+            k,
+            f" (epoch {record.epoch}, maybe later ones too; --min-users {MIN_USEFUL_ROUND} "
+            "skips such epochs without spending budget)",
+        )
 
 
 _HEADER = (

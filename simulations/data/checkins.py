@@ -401,9 +401,18 @@ def _detect(line: str, source: str) -> str:
     if line.count(",") == 1:
         return "latlon"
     raise CheckInReadError(
-        f"{source}: cannot tell the format from the first non-blank line {line[:80]!r}: "
+        f"{source}: cannot tell the format from the first non-blank line {_quoted(line)}: "
         f"expected {_SNAP_SHAPE} or {_LATLON_SHAPE}"
     )
+
+
+def _quoted(line: str) -> str:
+    """The line quoted for a message; a line that is not text (a binary file) as its first
+    bytes in hex, not as garbled characters."""
+    if all(char.isprintable() or char == "\t" for char in line):
+        return repr(line[:80])
+    raw = line.encode("utf-8", errors="surrogateescape")[:16]
+    return f"(not text: a binary or compressed file? its first bytes are {raw.hex(' ')})"
 
 
 def _is_header(line: str) -> bool:

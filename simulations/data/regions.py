@@ -211,13 +211,24 @@ def parse_box(text: str) -> tuple[float, float, float, float]:
 
 def parse_grid(text: str) -> tuple[int, int]:
     """``COLUMNSxROWS`` (the ``--grid`` option, longitude steps first, e.g. ``24x17``); the
-    sides' range is the :class:`Region`'s rule, checked when it is built."""
+    sides' range is the :class:`Region`'s rule, checked here too so that the error names
+    ``--grid``."""
     found = _GRID.fullmatch(str(text))
     if found is None:
         raise InvalidParameterError(
             f"--grid must be COLUMNSxROWS with two positive integers (e.g. 24x17), got {text!r}"
         )
-    return int(found.group(1)), int(found.group(2))
+    columns, rows = int(found.group(1)), int(found.group(2))
+    for label, side in (("columns", columns), ("rows", rows)):  # the Region's rule, with the flag
+        if not 1 <= side <= MAX_SIDE:
+            raise InvalidParameterError(
+                f"--grid {text}: {label} must be an integer in [1, {MAX_SIDE}], got {side}"
+            )
+    if columns * rows < 2:
+        raise InvalidParameterError(
+            f"--grid {text}: a grid needs at least 2 cells (k >= 2), got {columns} x {rows}"
+        )
+    return columns, rows
 
 
 def region_from_options(

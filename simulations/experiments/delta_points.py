@@ -147,6 +147,11 @@ def _literal_decimal(point: Point) -> str:
     from shuffledp.accountant.biswas_literal import biswas_literal_delta_text
 
     n, k, eps0, nx0, eps = point
+    if eps >= eps0:
+        # Exactly 0 (settings.printed_delta_hat has the proof: v_s never exceeds eps0). The
+        # 60-digit evaluation left 4.5e-159, 4.5e-153 and 4.2e-141 on Fig. 1's diagonal
+        # eps = eps0, where v_s = eps0 exactly, which the map drew as its darkest cells.
+        return "0"
     return biswas_literal_delta_text(n, k, eps0, nx0, eps)
 
 

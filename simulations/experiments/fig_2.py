@@ -1,7 +1,7 @@
 """``fig-2``: Fig. 2 of the seed paper, TV distance to the true distribution vs n, central
 Gaussian vs shuffle, shuffle+INV (and IBU), k = 15, eps = 4, synthetic N(0, 2) data.
 
-The paper (Section VI.C) states k = 15, eps = 4, delta_hat of eq. 10 for the Gaussian, and quotes
+The paper (Section V.C) states k = 15, eps = 4, delta_hat of eq. 10 for the Gaussian, and quotes
 TV 0.014 (Gaussian) vs 0.026 (shuffle+INV) at n = 1,000 and 0.0001 vs 0.0048 at n = 100,000;
 its Table III lists n in {50, 100, 150, 1000, 100000}. Our n grid: those five plus 300, 3,000,
 10,000 and 30,000 (a log axis with no gap wider than a factor 3.3). The paper does not state its
@@ -69,7 +69,7 @@ COLUMNS: tuple[str, ...] = (
     "path",
     "randomness",
 )
-#: The paper's TV values (Section VI.C text): n -> (Gaussian, shuffle+INV).
+#: The paper's TV values (Section V.C text): n -> (Gaussian, shuffle+INV).
 PUBLISHED: dict[int, tuple[float, float]] = {1_000: (0.014, 0.026), 100_000: (0.0001, 0.0048)}
 
 
@@ -203,7 +203,7 @@ def _setting_lines(setting: str, rows: Sequence[dict[str, Any]], ns: Sequence[in
         f"## Setting `{setting}`",
         "",
         "Median TV distance over runs (ratio: Gaussian / shuffle+INV of the medians; the "
-        "published values are the paper's, quoted from Section VI.C):",
+        "published values are the paper's, quoted from Section V.C):",
         "",
         "| n | eps0 | Gaussian (eps, delta) | sigma | "
         + " | ".join(ESTIMATORS)

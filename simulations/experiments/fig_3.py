@@ -1,4 +1,4 @@
-"""``fig-3``: the check-in data of Section VI.D (the paper's Fig. 3).
+"""``fig-3``: the check-in data of Section V.D (the paper's Fig. 3).
 
 (a), (b): every check-in inside the San Francisco and Paris regions as a point on the region's
 rectangle (lat/lon axes, no map tiles), with the grid's cell boundaries drawn; (c), (d): heat

@@ -57,7 +57,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
     tv_values,
 )
 from shuffledp.simulations.experiments.runner import repetition_seed
-from shuffledp.simulations.experiments.settings import SettingPrivacy
+from shuffledp.simulations.experiments.settings import SettingPrivacy, setting_legend
 from shuffledp.validation import require_int
 
 __all__ = ["EPS", "FULL_RUNS", "PANELS", "QUICK_RUNS", "SETTINGS", "run_paris", "run_sf"]
@@ -143,8 +143,8 @@ def _figure(path: Path, setup: RegionSetup, result: RoundResult) -> tuple[Path, 
         panels,
         rows=region.rows,
         columns=region.columns,
-        title=f"{setup.title}, setting '{privacy.setting}': n = {result.n:,}, k = {region.k}, "
-        f"eps = {privacy.eps:.3g} (run 0)",
+        title=f"{setup.title}, n = {result.n:,}, k = {region.k}, eps = {privacy.eps:.3g} (run 0)\n"
+        f"{setting_legend(privacy.setting)}",
         colorbar_label="share of individuals",
         extent=(region.lon_min, region.lon_max, region.lat_min, region.lat_max),
     )

@@ -53,7 +53,7 @@ from shuffledp.simulations.experiments.gowalla_rounds import (
     tv_values,
 )
 from shuffledp.simulations.experiments.runner import repetition_seed
-from shuffledp.simulations.experiments.settings import SettingPrivacy
+from shuffledp.simulations.experiments.settings import SettingPrivacy, setting_legend
 from shuffledp.validation import require_int
 
 __all__ = ["EPS_GRID", "FULL_RUNS", "QUICK_RUNS", "SETTINGS", "n_points", "run_paris", "run_sf"]
@@ -204,7 +204,7 @@ def _figure(
         panels,
         xlabel="n (individuals drawn at random)",
         ylabel="TV distance to the true distribution",
-        title=f"{setup.title} (k = {setup.grid.k}), setting '{setting}'",
+        title=f"{setup.title} (k = {setup.grid.k}), {setting_legend(setting)}",
     )
 
 

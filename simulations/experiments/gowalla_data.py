@@ -1,7 +1,7 @@
 """The Gowalla check-ins of Figs. 3-7 and Table VI: the two regions, where their file is, and the
 population each experiment draws from.
 
-The paper's Section VI.D uses check-ins in a northern part of San Francisco (lat 37.7228..37.7946,
+The paper's Section V.D uses check-ins in a northern part of San Francisco (lat 37.7228..37.7946,
 lon -122.5153..-122.3789, a 24 x 17 grid: 408 cells) and in Paris (lat 48.8286..48.8798, lon
 2.2855..2.3909, 16 x 12: 192 cells), 123,108 and 10,260 check-ins. Our regions
 (:mod:`shuffledp.simulations.data.regions`) are the same boxes and grids; the cells are numbered
@@ -99,7 +99,7 @@ class RegionSetup:
         return PRESETS[self.region]
 
 
-#: Fig. 6: "n ranges from 10,000 to 100,000"; Fig. 7: "from 1,000 to 10,000" (Section VI.D). We
+#: Fig. 6: "n ranges from 10,000 to 100,000"; Fig. 7: "from 1,000 to 10,000" (Section V.D). We
 #: take the 1-2-5 points of those decades (the paper's own points are not stated).
 SF = RegionSetup(
     name="gowalla-sf",

@@ -1,4 +1,4 @@
-"""One run of the synthetic utility comparison (Section VI.C of the seed paper): what ``fig-2`` and
+"""One run of the synthetic utility comparison (Section V.C of the seed paper): what ``fig-2`` and
 ``table-5`` share.
 
 Data: N(0, 2) (variance 2) cut into k = 15 equal bins over +-3 standard deviations, the tails

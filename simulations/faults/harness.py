@@ -307,7 +307,7 @@ class FaultRound:
         return component
 
     async def start_analyzer(self, *extra: str) -> Component:
-        return await self.start("analyzer", ["analyzer", *self.common(), *extra])
+        return await self.start("analyzer", ["analyzer", *self.common(), "--json", *extra])
 
     async def start_hop(self, index: int, *extra: str) -> Component:
         return await self.start(

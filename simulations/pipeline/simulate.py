@@ -31,7 +31,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import json
 import os
 import secrets
 import shutil
@@ -982,9 +981,10 @@ async def _watch(
             if code not in (None, 0, EXIT_REFUSED, EXIT_LOST) and child.name != "analyzer":
                 raise SimulationError(f"{child.name} exited with code {code}:\n{child.log_tail()}")
         if time.monotonic() > stop_at:
+            progress = ", ".join(f"{stage} {count}" for stage, count in seen.counts.items())
             raise SimulationError(
-                f"the round did not complete within {timeout:.0f} s; last "
-                f"progress: {json.dumps(seen.counts)}"
+                f"the round did not complete within {timeout:.0f} s (--timeout); last progress: "
+                + (progress or "none reported (the processes were still starting)")
             )
         message = await inbox.get(0.25)
         if message is None:

@@ -103,7 +103,7 @@ def test_components_from_the_command_line_survive_a_mosquitto_restart(tmp_path: 
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         )  # fmt: skip
 
-    processes = [spawn("analyzer", "--k", "4", "--eps0", "3", "--expected", str(n))]
+    processes = [spawn("analyzer", "--k", "4", "--eps0", "3", "--expected", str(n), "--json")]
     for index in range(2):
         state = str(tmp_path / f"state-{index}")
         processes.append(

@@ -1093,6 +1093,7 @@ class Round:
         return await self.start(
             "analyzer",
             *self.common(),
+            "--json",
             "--k",
             str(K),
             "--eps0",
@@ -1429,7 +1430,7 @@ async def test_analyzer_killed_mid_round_and_restarted_counts_every_report_once(
     arguments = [
         *("analyzer", "--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix),
         *("--round", str(ROUND), "--no-auth", "--k", str(K), "--eps0", str(EPS0)),
-        *("--expected", str(n), "--deadline", "20", "--state-dir", str(state)),
+        *("--expected", str(n), "--deadline", "20", "--state-dir", str(state), "--json"),
         *("--manifest", str(manifest)),
     ]
     identity = JournalIdentity.for_analyzer(

@@ -361,7 +361,7 @@ def test_components_run_by_hand_against_mosquitto(mosquitto_url: str, tmp_path: 
     common = ["--broker", mosquitto_url, "--keys", str(keys), "--prefix", prefix, "--round", "3"]
     common += ["--manifest", str(manifest)]
     analyzer = subprocess.Popen(
-        _shuffledp("analyzer", *common, "--k", "4", "--eps0", "3", "--expected", str(n)),
+        _shuffledp("analyzer", *common, "--k", "4", "--eps0", "3", "--expected", str(n), "--json"),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

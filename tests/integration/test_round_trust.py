@@ -133,7 +133,7 @@ def test_flags_that_contradict_the_manifest_refuse_and_enrolment_is_exact(
     assert "--eps0 1 contradicts the manifest's eps0 = 4" in deployment.refused(
         "analyzer", "--eps0", "1"
     )
-    processes = [deployment.start("analyzer")]
+    processes = [deployment.start("analyzer", "--json")]
     processes += [deployment.start("hop", "--index", str(i)) for i in range(3)]
     try:
         credentials = load_process_credentials(deployment.keys, 1)
@@ -197,7 +197,7 @@ def test_forged_end_and_frame_0_before_hop_0_starts_change_nothing(
     (it shadowed it: the rest were decryption-failed). Both are refused and counted now; every
     report is counted."""
     deployment = Deployment(mosquitto_url, tmp_path)
-    processes = [deployment.start("analyzer")]
+    processes = [deployment.start("analyzer", "--json")]
     processes += [deployment.start("hop", "--index", str(i)) for i in (2, 1)]
     try:
         asyncio.run(_forge_frames(deployment))

@@ -91,8 +91,16 @@ def test_simulate_histogram_spec_is_exact() -> None:
 @pytest.mark.parametrize(
     ("args", "fragment"),
     [
-        ([f"--dataset=gowalla:{PARIS_SNAP}"], "gowalla:PATH needs a region"),
-        ([f"--dataset=gowalla:{PARIS_SNAP}", "--region", "paris", "--k", "15"], "k = 15 conflicts"),
+        pytest.param(
+            [f"--dataset=gowalla:{PARIS_SNAP}"],
+            "gowalla:PATH needs a region",
+            marks=pytest.mark.shared_data,  # the file is checked before the region
+        ),
+        pytest.param(
+            [f"--dataset=gowalla:{PARIS_SNAP}", "--region", "paris", "--k", "15"],
+            "k = 15 conflicts",
+            marks=pytest.mark.shared_data,
+        ),
         pytest.param(
             [f"--dataset=gowalla:{PARIS_SNAP}", "--region", "paris", "--n", "2000"],
             "more than the 1,026 users",

@@ -33,6 +33,7 @@ from shuffledp.accountant import (  # noqa: E402
     eps_for_delta,
     make_bound,
 )
+from shuffledp.cli import account as account_cli  # noqa: E402
 from shuffledp.cli import main  # noqa: E402
 from tests.reference import (  # noqa: E402
     mpmath_pairs,
@@ -353,7 +354,19 @@ BAD_INPUT = [
     ),
     ([*BASE, "--eps", "0.1", "--bound", "single-bin", "--nx0", "-1"], "--nx0 must be >= 0, got -1"),
     ([*BASE, "--eps", "0.1", "--delta", "0.01"], "not allowed with argument"),
-    ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be >= 1, got 0"),
+    ([*BASE, "--eps", "0.1", "--rounds", "0"], "--rounds must be in [1, 100000], got 0"),
+    (
+        [*BASE, "--eps", "0.1", "--rounds", "1000000"],
+        f"--rounds must be in [1, {account_cli.MAX_ROUNDS}], got 1000000",
+    ),
+    ([*BASE, "--delta", "-1e-6"], "--delta must be in (0, 1), got -1e-6"),
+    ([*BASE, "--eps", "-2.5E+1"], "--eps must be >= 0, got -2.5E+1"),
+    (
+        [*BASE, "--eps", "0.1", "--nx0", "3"],
+        "--nx0 applies to the bounds of one dataset (single-bin, biswas-literal), not --bound "
+        "tight",
+    ),
+    ([*BASE, "--eps", "0.1", "--nx0", "3", "--bound", "optimal-blanket"], "not --bound optimal"),
     ([*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "all"], "--rounds"),
     (
         [*BASE, "--eps", "0.1", "--rounds", "2", "--bound", "biswas-literal", "--nx0", "3"],
@@ -385,3 +398,35 @@ def test_audit_cli_default_trials_is_the_audit_default() -> None:
     from shuffledp.simulations.audit import empirical
 
     assert audit_cli.DEFAULT_TRIALS == empirical.DEFAULT_TRIALS
+
+
+def test_a_small_round_is_warned_about_below_the_stated_minimum(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """simulate and stream warn (one line on stderr) for a round below MIN_USEFUL_ROUND
+    reports, and only then."""
+    from shuffledp.cli.simulate import MIN_USEFUL_ROUND, warn_small_round
+
+    assert warn_small_round("simulate", MIN_USEFUL_ROUND, 15) is False
+    assert capsys.readouterr().err == ""
+    assert warn_small_round("simulate", MIN_USEFUL_ROUND - 1, 15) is True
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith(f"shuffledp simulate: warning: a round of {MIN_USEFUL_ROUND - 1} ")
+
+
+def test_many_rounds_say_on_stderr_that_they_compose(capsys: pytest.CaptureFixture[str]) -> None:
+    rounds = account_cli.SLOW_ROUNDS
+    code, _, err = run(capsys, ["account", *BASE, "--eps", "1", "--rounds", str(rounds)])
+    assert (
+        code == 0
+        and err
+        == f"shuffledp account: composing over {rounds:,} rounds (up to "
+        f"about 30 s at {account_cli.MAX_ROUNDS:,})...\n"
+    )
+
+
+def test_every_bound_name_has_its_one_line_meaning_in_help() -> None:
+    from shuffledp.accountant.registry import BOUND_NAMES
+
+    assert tuple(account_cli.BOUND_MEANINGS) == BOUND_NAMES

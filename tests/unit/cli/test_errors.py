@@ -241,7 +241,9 @@ def unreachable_commands(tmp: Path) -> list[tuple[str, list[str]]]:
         encoding="utf-8",
     )
     broker = ["--broker", UNREACHABLE]
-    common = [*broker, "--keys", keys, "--manifest", str(tmp / "round.json")]
+    # --no-reconnect: a component otherwise waits up to --reconnect (60 s) for the broker to
+    # come up (tests/integration/test_components_any_order.py).
+    common = [*broker, "--keys", keys, "--no-reconnect", "--manifest", str(tmp / "round.json")]
     return [
         ("simulate", ["simulate", "--broker", UNREACHABLE, "--n", "10"]),  # progress shown
         (

@@ -30,6 +30,7 @@ def _analyzer(keys: Path, *extra: str) -> list[str]:
         "analyzer",
         "--broker",
         UNREACHABLE,
+        "--no-reconnect",  # else it waits for the broker to come up
         "--keys",
         str(keys),
         "--manifest",
@@ -104,6 +105,16 @@ def test_experiment_out_under_a_file_is_refused_at_once(
     assert "--out" in outcome.err and "is not a folder" in outcome.err
     assert outcome.out == ""
     assert time.monotonic() - started < 1.0
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_experiment_out_that_cannot_be_created_names_out(shuffledp: Shuffledp) -> None:
+    """/proc passes the checks (root may write to it) but refuses a new folder: the one line
+    still names --out, exit status 2."""
+    outcome = shuffledp("experiment", "fig-1", "--out", "/proc/shuffledp-no-such-folder")
+    assert outcome.code == 2 and outcome.out == ""
+    assert outcome.err.count("\n") == 1
+    assert "--out /proc/shuffledp-no-such-folder: " in outcome.err
 
 
 @pytest.mark.parametrize("inside", [False, True])

@@ -3,6 +3,8 @@ the numbers printed are the record's."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from shuffledp.analyzer.report import build_report
 from shuffledp.cli.simulate import format_report
 from shuffledp.simulations.pipeline.records import (
@@ -110,3 +112,31 @@ def test_chaos_and_warning_lines() -> None:
         "False"
     ) in text.splitlines()
     assert text.splitlines()[-1] == "warning: late"
+
+
+def test_the_ibu_remark_appears_exactly_when_the_inversion_has_no_negative_bin() -> None:
+    """The remark under the table claims IBU = shuffle+INV because the inversion is inside the
+    simplex: it is printed for such a histogram and not for one whose inversion goes negative
+    (where the two estimates differ)."""
+    from shuffledp.analyzer.estimators import matrix_inversion
+
+    for histogram in ([40, 30, 30], [80, 20, 0]):
+        report = build_report(
+            round_id=1,
+            k=3,
+            eps0=2.0,
+            histogram=histogram,
+            n_expected=100,
+            rejected={},
+            true_histogram=[45, 25, 30],
+            baseline_rng=3,
+            randomness_name="os-csprng",
+            eps=1.0,
+        )
+        log = dataclasses.replace(a_log(chaos=False), report=report)
+        remark = any(
+            line.startswith("IBU = shuffle+INV here") for line in format_report(log).splitlines()
+        )
+        inside = bool(matrix_inversion(histogram, 2.0).min() >= 0)
+        assert remark == inside
+        assert inside == (histogram == [40, 30, 30])  # both cases are exercised

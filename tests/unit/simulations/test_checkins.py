@@ -371,6 +371,20 @@ def test_unrecognisable_first_line_is_an_error_naming_both_formats(first: str) -
     assert "SNAP" in message and "lat,lon" in message and repr(first) in message
 
 
+def test_a_binary_file_is_named_by_its_first_bytes_not_garbled_characters(
+    tmp_path: Path,
+) -> None:
+    junk = bytes([0x03, 0x23, 0x45, 0xA7, 0x43, 0xE9, 0x06, 0x5F]) * 4 + b"\n"
+    with pytest.raises(CheckInReadError) as caught:
+        list(CheckInReader(write(tmp_path, junk)))
+    message = str(caught.value)
+    assert (
+        "(not text: a binary or compressed file? its first bytes are "
+        "03 23 45 a7 43 e9 06 5f 03 23 45 a7 43 e9 06 5f)"
+    ) in message
+    assert message.isprintable()
+
+
 def test_explicit_formats() -> None:
     rows, reader = read_all(io.StringIO(f"{GOOD_SNAP}\n{GOOD_SNAP}\n"), format="latlon")
     assert rows == [] and reader.stats.rejected == {"wrong-field-count": 2}

@@ -312,3 +312,56 @@ def test_heat_map_puts_row_0_south_and_column_0_west(tmp_path: Path) -> None:
     assert rows.size > 100
     assert rows.mean() > height / 2  # image rows grow downwards: lower half = south
     assert cols.mean() < 0.35 * width  # west
+
+
+def test_runs_are_dodged_at_most_max_dodge_and_medians_are_joined_at_the_true_x() -> None:
+    """On a log-n axis each series' runs sit within a factor MAX_DODGE of their n (the boxes
+    at n = 100 were drawn as far as 55 and 180 before), and the line joining the medians
+    passes through the true n, not the dodged positions."""
+    import math
+
+    from shuffledp.simulations.experiments.figure_style import pyplot
+    from shuffledp.simulations.experiments.plots import MAX_DODGE, _draw_runs, _offsets
+
+    for count in range(1, 7):
+        offsets, _ = _offsets((100, 1_000, 10_000, 100_000), count, logx=True)
+        assert max(abs(o) for o in offsets) <= math.log10(MAX_DODGE) + 1e-12
+        assert len(set(offsets)) == count  # still side by side
+    plt = pyplot()
+    x = (100.0, 1_000.0, 10_000.0)
+    panel = RunsPanel("p", x, {s: [[1.0, 2.0], [3.0], [4.0]] for s in ("a", "b", "c", "d")})
+    fig, ax = plt.subplots()
+    try:
+        _draw_runs(ax, panel, logx=True)
+        joined = [line for line in ax.lines if line.get_marker() in ("None", None, "")]
+        medians = [tuple(line.get_xdata()) for line in joined if len(line.get_xdata()) == 3]
+        assert medians and all(xs == x for xs in medians)
+        for line in ax.lines:  # the run markers: within MAX_DODGE of an x
+            for value in line.get_xdata():
+                assert min(abs(math.log10(value / n)) for n in x) <= math.log10(MAX_DODGE) + 1e-9
+    finally:
+        plt.close(fig)
+
+
+def test_every_setting_has_its_legend() -> None:
+    """Figure titles that name a setting say what it means (SETTING_MEANINGS covers SETTINGS)."""
+    from shuffledp.simulations.experiments.settings import (
+        SETTING_MEANINGS,
+        SETTINGS,
+        setting_legend,
+    )
+
+    assert tuple(SETTING_MEANINGS) == SETTINGS
+    assert setting_legend("honest") == f"setting 'honest' ({SETTING_MEANINGS['honest']})"
+
+
+def test_the_printed_formula_is_exactly_zero_on_fig_1s_diagonal() -> None:
+    """At eps >= eps0 the printed formula is 0 (settings.printed_delta_hat's proof); Fig. 1's
+    cells at eps = eps0 are exact zeros, not 1e-159 (drawn as the map's darkest cells)."""
+    from shuffledp.simulations.experiments.delta_points import _literal_decimal
+    from shuffledp.simulations.experiments.fig_1 import full_grid
+
+    grid = full_grid()
+    diagonal = [(grid.n, grid.k, eps0, grid.nx0, eps0) for eps0 in grid.eps0_values]
+    assert len(diagonal) == 30
+    assert all(_literal_decimal(point) == "0" for point in diagonal)

@@ -426,7 +426,9 @@ def test_experiments_without_data_stop_before_any_work(
     no_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     out = tmp_path / "out"
-    code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet"])
+    # --strict: a skipped experiment is an error (without it `all` runs the others, see
+    # test_gowalla_data.py)
+    code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet", "--strict"])
     captured = capsys.readouterr()
     assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
     assert "run `shuffledp data fetch gowalla`" in captured.err

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -196,13 +197,13 @@ def test_without_data_each_experiment_stops_with_one_line_naming_the_fetch_comma
     assert not out.exists()  # before any work
 
 
-def test_without_data_all_stops_before_any_work_naming_fetch_and_the_runnable_ones(
+def test_without_data_all_strict_stops_before_any_work_naming_fetch_and_the_runnable_ones(
     no_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`all` holds the check-in experiments: with no data nothing runs (exit 1), and the one line
-    names the fetch command, --data-dir and the experiments that run by name without data."""
+    """`all --strict` holds the check-in experiments: with no data nothing runs (exit 1), and the
+    one line names the fetch command, --data-dir and the experiments that run without data."""
     out = tmp_path / "out"
-    code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet"])
+    code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet", "--strict"])
     captured = capsys.readouterr()
     assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
     assert (
@@ -212,6 +213,44 @@ def test_without_data_all_stops_before_any_work_naming_fetch_and_the_runnable_on
     runnable = [name for name in EXPERIMENTS if name not in GOWALLA_EXPERIMENTS]
     assert runnable and f"run by name ({', '.join(runnable)})" in captured.err
     assert not out.exists()  # before any work
+
+
+@dataclass(frozen=True)
+class _NoFiles:
+    files: tuple[Path, ...] = ()
+
+
+def test_without_data_all_runs_the_others_and_lists_the_skipped_ones_and_why(
+    no_data: Path,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Without --strict, `all` runs every experiment that needs no check-ins (here a stand-in
+    that records its name), exit status 0, and ends by listing the skipped ones with the fetch
+    command, on stdout and as one warning line on stderr."""
+    from shuffledp.simulations.experiments import registry
+
+    ran: list[str] = []
+
+    def load(name: str) -> Any:
+        def experiment(context: ExperimentContext) -> _NoFiles:
+            ran.append(name)
+            return _NoFiles()
+
+        return experiment
+
+    monkeypatch.setattr(registry, "load_experiment", load)
+    code = main(["experiment", "all", "--quick", "--out", str(tmp_path / "out"), "--quiet"])
+    captured = capsys.readouterr()
+    runnable = [name for name in EXPERIMENTS if name not in GOWALLA_EXPERIMENTS]
+    assert code == 0 and ran == runnable
+    *_, summary, skipped = captured.out.splitlines()
+    assert summary.startswith(f"all: {len(runnable)} of {len(runnable)} experiments in ")
+    assert summary.endswith(f"; {len(GOWALLA_EXPERIMENTS)} skipped")
+    assert skipped.startswith(f"skipped: {', '.join(GOWALLA_EXPERIMENTS)}: ")
+    assert "run `shuffledp data fetch gowalla`" in skipped and "--data-dir DIR" in skipped
+    assert captured.err.count("\n") == 1 and "--strict makes this an error" in captured.err
 
 
 def test_a_missing_slice_in_data_dir_is_one_clear_error(tmp_path: Path) -> None:

@@ -31,7 +31,7 @@ from tests.paths import SHARED_DATA
 pytestmark = pytest.mark.slow
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
-#: The boxes and grids as the paper states them (Section VI.D), not from PRESETS:
+#: The boxes and grids as the paper states them (Section V.D), not from PRESETS:
 #: file, lat_min, lat_max, lon_min, lon_max, columns, rows.
 BOXES: dict[str, tuple[str, float, float, float, float, int, int]] = {
     SF.name: ("gowalla-sf-latlon.csv", 37.7228, 37.7946, -122.5153, -122.3789, 24, 17),

@@ -275,10 +275,10 @@ def test_region_from_options() -> None:
         (None, "1,2,4,3", "2x2", "lon_min < lon_max"),
         (None, "80,95,3,4", "2x2", "lat_max <= 90"),
         (None, "1,2,-181,4", "2x2", "-180 <= lon_min"),
-        (None, "1,2,3,4", "0x5", "columns must be an integer in [1, 10000], got 0"),
-        (None, "1,2,3,4", "5x10001", "rows must be an integer in [1, 10000], got 10001"),
-        (None, "1,2,3,4", "1x1", "at least 2 cells"),
-        ("paris", None, "0x3", "columns must be"),
+        (None, "1,2,3,4", "0x5", "--grid 0x5: columns must be an integer in [1, 10000], got 0"),
+        (None, "1,2,3,4", "5x10001", "--grid 5x10001: rows must be an integer in [1, 10000]"),
+        (None, "1,2,3,4", "1x1", "--grid 1x1: a grid needs at least 2 cells"),
+        ("paris", None, "0x3", "--grid 0x3: columns must be"),
     ],
 )
 def test_region_from_options_errors(
