@@ -281,6 +281,21 @@ def _add_analyzer(subparsers: Any) -> None:
         help="seconds after the last hop's first frame to wait for the rest of its batch (from "
         "the manifest; refused if it contradicts it)",
     )
+    _add_report_outputs(analyzer)
+    analyzer.add_argument(
+        "--state-dir",
+        type=Path,
+        metavar="DIR",
+        help="keep a journal of the frames received in DIR (created 0700) and acknowledge them "
+        "only once journaled, with a persistent MQTT session: an analyzer killed mid-round and "
+        "restarted with the same arguments counts every report exactly once, and a broker "
+        f"restart is waited out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
+    )
+    analyzer.set_defaults(func=_run_analyzer)
+
+
+def _add_report_outputs(analyzer: argparse.ArgumentParser) -> None:
+    """--out FILE and --json: where the report goes besides the round's report topic."""
     analyzer.add_argument(
         "--out",
         type=Path,
@@ -292,16 +307,6 @@ def _add_analyzer(subparsers: Any) -> None:
         action="store_true",
         help="print the report as one JSON object (docs/report-schema.md) instead of a summary",
     )
-    analyzer.add_argument(
-        "--state-dir",
-        type=Path,
-        metavar="DIR",
-        help="keep a journal of the frames received in DIR (created 0700) and acknowledge them "
-        "only once journaled, with a persistent MQTT session: an analyzer killed mid-round and "
-        "restarted with the same arguments counts every report exactly once, and a broker "
-        f"restart is waited out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
-    )
-    analyzer.set_defaults(func=_run_analyzer)
 
 
 def _add_clients(subparsers: Any) -> None:

@@ -1,6 +1,6 @@
 """The exception tree drawn in shuffledp/errors.py and docs/architecture.md is the real one:
-every class it names exists and derives from the class it is drawn under, and every error class
-the package defines (less the per-reason RejectedMessage classes, which protocol/errors.py
+every class it names exists and derives from the class it is drawn under, and every public error
+class the package defines (less the per-reason RejectedMessage classes, which protocol/errors.py
 lists) is drawn, in both places."""
 
 from __future__ import annotations
@@ -89,7 +89,10 @@ def _defined() -> set[type]:
     while todo:
         cls = todo.pop()
         for sub in cls.__subclasses__():
-            if sub.__module__.startswith("shuffledp") and not issubclass(sub, RejectedMessage):
+            public = not sub.__name__.startswith("_")  # a module's private helper class
+            if sub.__module__.startswith("shuffledp") and public and not issubclass(
+                sub, RejectedMessage
+            ):
                 found.add(sub)
             todo.append(sub)
     return found | {ShuffledpError, RejectedMessage}
