@@ -90,8 +90,10 @@ def _defined() -> set[type]:
         cls = todo.pop()
         for sub in cls.__subclasses__():
             public = not sub.__name__.startswith("_")  # a module's private helper class
-            if sub.__module__.startswith("shuffledp") and public and not issubclass(
-                sub, RejectedMessage
+            if (
+                sub.__module__.startswith("shuffledp")
+                and public
+                and not issubclass(sub, RejectedMessage)
             ):
                 found.add(sub)
             todo.append(sub)
