@@ -319,17 +319,7 @@ def load_signing_key(directory: str | os.PathLike[str], signer: str) -> SigningK
     otherwise (never its content)."""
     path = signing_key_path(directory, signer)
     expected = load_public_directory(directory).verify_key(signer)
-    data = _read_private_file(path)
-    try:
-        text = data.decode("ascii").strip()
-    except UnicodeDecodeError:
-        text = None
-    if text is None or not _HEX_KEY.fullmatch(text):
-        raise KeyDirectoryError(
-            f"{path}: signing key file must hold exactly {2 * KEY_SIZE} hex characters "
-            f"(surrounding whitespace allowed), it does not ({len(data)} bytes)"
-        )
-    key = SigningKey(bytes.fromhex(text))
+    key = SigningKey(_read_hex_key(path, "signing key"))
     if bytes(key.verify_key) != expected:
         raise KeyDirectoryError(
             f"{path}: signing key must match the verify key published for {signer} in "
@@ -423,17 +413,7 @@ def load_private_key(directory: str | os.PathLike[str], stage: str) -> PrivateKe
         expected = published.stage_key(stage)
     except KeyDirectoryError as exc:
         raise KeyDirectoryError(f"{public_file_path(directory)}: {exc}") from None
-    data = _read_private_file(path)
-    try:
-        text = data.decode("ascii").strip()
-    except UnicodeDecodeError:
-        text = None
-    if text is None or not _HEX_KEY.fullmatch(text):
-        raise KeyDirectoryError(
-            f"{path}: private key file must hold exactly {2 * KEY_SIZE} hex characters "
-            f"(surrounding whitespace allowed), it does not ({len(data)} bytes)"
-        )
-    key = private_key_from_bytes(bytes.fromhex(text))
+    key = private_key_from_bytes(_read_hex_key(path, "private key"))
     if public_key_to_bytes(key.public_key) != public_key_to_bytes(expected):
         raise KeyDirectoryError(
             f"{path}: private key must match the public key published for {stage} in "
@@ -477,6 +457,23 @@ def _public_key(path: Path, name: str, value: Any) -> PublicKey:
         return public_key_from_bytes(bytes.fromhex(value))
     except InvalidParameterError as exc:
         raise KeyDirectoryError(f"{path}: {name}: {exc}") from None
+
+
+def _read_hex_key(path: Path, what: str) -> bytes:
+    """The 32 bytes of a key file holding exactly 64 hex characters (surrounding whitespace
+    allowed), read as a private file (:func:`_read_private_file`); KeyDirectoryError naming the
+    file and ``what`` it holds otherwise, never its content."""
+    data = _read_private_file(path)
+    try:
+        text = data.decode("ascii").strip()
+    except UnicodeDecodeError:
+        text = None
+    if text is None or not _HEX_KEY.fullmatch(text):
+        raise KeyDirectoryError(
+            f"{path}: {what} file must hold exactly {2 * KEY_SIZE} hex characters "
+            f"(surrounding whitespace allowed), it does not ({len(data)} bytes)"
+        )
+    return bytes.fromhex(text)
 
 
 def _read_private_file(path: Path) -> bytes:

@@ -119,6 +119,20 @@ class RoundOutcome:
     status: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
+async def _setup_command(args: list[str]) -> None:
+    """Run ``shuffledp ARGS`` (a set-up step: ``keys init``, ``round init``) to its end;
+    OperationalError with its one line if it fails."""
+    process = await asyncio.create_subprocess_exec(
+        *_shuffledp(args),
+        stdout=asyncio.subprocess.DEVNULL,
+        stderr=asyncio.subprocess.PIPE,
+        start_new_session=True,
+    )
+    _, err = await process.communicate()
+    if process.returncode != 0:
+        raise OperationalError(f"shuffledp {' '.join(args[:2])} failed: {err.decode().strip()}")
+
+
 class FaultRound:
     """A key directory, a Mosquitto and the round's processes (module docstring).
 
@@ -195,15 +209,7 @@ class FaultRound:
         args += ["--clients", str(self.spec.client_processes), "--prefix", self.prefix]
         if self.clients_per_process is not None:
             args += ["--clients-per-process", str(self.clients_per_process)]
-        process = await asyncio.create_subprocess_exec(
-            *_shuffledp(args),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        _, err = await process.communicate()
-        if process.returncode != 0:
-            raise OperationalError(f"shuffledp keys init failed: {err.decode().strip()}")
+        await _setup_command(args)
 
     # -- following the round ------------------------------------------------------------------
 
@@ -271,15 +277,7 @@ class FaultRound:
         args += ["--prefix", self.prefix, "--round-ids", str(spec.round_id)]
         args += ["--k", str(spec.k), "--eps0", repr(spec.eps0), "--deadline", repr(self.deadline)]
         args += ["--process-clients", ",".join(str(count) for count in spec.counts())]
-        process = await asyncio.create_subprocess_exec(
-            *_shuffledp(args),
-            stdout=asyncio.subprocess.DEVNULL,
-            stderr=asyncio.subprocess.PIPE,
-            start_new_session=True,
-        )
-        _, err = await process.communicate()
-        if process.returncode != 0:
-            raise OperationalError(f"shuffledp round init failed: {err.decode().strip()}")
+        await _setup_command(args)
         self._manifest_written = True
 
     async def start(self, name: str, args: list[str]) -> Component:

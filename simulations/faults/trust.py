@@ -48,6 +48,17 @@ WRONG_FLAGS: dict[str, tuple[str, ...]] = {
 analyzer with --k 10 for 15 values, then with --eps0 1 for clients that use 4."""
 
 
+def _login(r: FaultRound, identity: str) -> MqttTransport:
+    """A connection of the round's broker under ``identity``'s account (an attacker holding
+    it), with a fresh client id of that identity's namespace."""
+    return MqttTransport(
+        r.url,
+        client_id=f"sdp-{identity}-{secrets.token_hex(8)}",
+        username=identity,
+        password=load_password(r.keys, identity),
+    )
+
+
 async def _refused_start(r: FaultRound, name: str, args: list[str]) -> str | None:
     """Start ``name`` with ``args`` and wait for it to refuse: its one line, or None if it did
     not exit with status 2 within 30 s (it is then killed)."""
@@ -116,12 +127,7 @@ async def _publish_forgeries(r: FaultRound, short: int) -> int:
             0
         ],
     ]
-    async with MqttTransport(
-        r.url,
-        client_id=f"sdp-hop-0-{secrets.token_hex(8)}",
-        username="hop-0",
-        password=load_password(r.keys, "hop-0"),
-    ) as transport:
+    async with _login(r, "hop-0") as transport:
         for frame in frames:
             await transport.publish(ingress_topic(r.prefix, r.spec.round_id, 1), frame)
     return len(frames)
@@ -187,12 +193,7 @@ async def monitor_forge(r: FaultRound, quick: bool) -> Notes:
     retained fake report would stop the analyzer from publishing the real one)."""
     fake = json.dumps({"round": r.spec.round_id, "n_received": 1, "forged": True}).encode()
     status = json.dumps({"stage": "hop-1", "state": "done", "forged": True}).encode()
-    async with MqttTransport(
-        r.url,
-        client_id=f"sdp-monitor-{secrets.token_hex(8)}",
-        username="monitor",
-        password=load_password(r.keys, "monitor"),
-    ) as transport:
+    async with _login(r, "monitor") as transport:
         with contextlib.suppress(Exception):  # Mosquitto may cut the publisher off: the point
             await transport.publish(report_topic(r.prefix, r.spec.round_id), fake, retain=True)
             await transport.publish(
@@ -204,12 +205,7 @@ async def monitor_forge(r: FaultRound, quick: bool) -> Notes:
 
 async def retained_report(r: FaultRound) -> dict[str, Any] | None:
     """The report retained on the round's report topic (read as the monitor), or None."""
-    async with MqttTransport(
-        r.url,
-        client_id=f"sdp-monitor-{secrets.token_hex(8)}",
-        username="monitor",
-        password=load_password(r.keys, "monitor"),
-    ) as transport:
+    async with _login(r, "monitor") as transport:
         await transport.subscribe(report_topic(r.prefix, r.spec.round_id))
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(3):
