@@ -65,9 +65,13 @@ def _bin_lines(report: Report) -> list[str]:
     return lines
 
 
-def _num(value: Any) -> str:
+def format_number(value: Any) -> str:
+    """A report's number for a person: 4 significant digits, ``n/a`` for None."""
     if value is None:
         return "n/a"
     if isinstance(value, float):
         return f"{value:.4g}"
     return str(value)
+
+
+_num = format_number

@@ -15,6 +15,7 @@ from shuffledp.accountant.mechanism import N_MAX
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.cli.paths import check_input_file
+from shuffledp.cli.report_text import format_number
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.security.keys import MAX_HOPS
 
@@ -520,9 +521,4 @@ def _dataset_lines(label: str, details: Mapping[str, Any]) -> list[str]:
     return lines
 
 
-def _num(value: Any) -> str:
-    if value is None:
-        return "n/a"
-    if isinstance(value, float):
-        return f"{value:.4g}"
-    return str(value)
+_num = format_number
