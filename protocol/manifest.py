@@ -61,6 +61,7 @@ __all__ = [
     "SignedManifest",
     "StageKeys",
     "load_manifest",
+    "read_manifest",
     "sign_manifest",
 ]
 
@@ -501,9 +502,9 @@ def sign_manifest(manifest: Manifest, signing_key: SigningKey) -> SignedManifest
     return SignedManifest(manifest=manifest, signature=signed.signature)
 
 
-def load_manifest(path: str | os.PathLike[str], trusted_coordinator: bytes) -> Manifest:
-    """The manifest in the file ``path``, verified against ``trusted_coordinator``;
-    ManifestError naming the file for anything unreadable, malformed or unverified."""
+def read_manifest(path: str | os.PathLike[str]) -> SignedManifest:
+    """The signed manifest in the file ``path``, NOT verified (:meth:`SignedManifest.verified`
+    does that); ManifestError naming the file for anything unreadable or malformed."""
     where = Path(path)
     try:
         with open(where, "rb") as handle:
@@ -517,6 +518,16 @@ def load_manifest(path: str | os.PathLike[str], trusted_coordinator: bytes) -> M
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise ManifestError(f"{where}: manifest file must be UTF-8 JSON: {exc}") from None
     try:
-        return SignedManifest.from_json(document).verified(trusted_coordinator)
+        return SignedManifest.from_json(document)
     except ManifestError as exc:
         raise ManifestError(f"{where}: {exc}") from None
+
+
+def load_manifest(path: str | os.PathLike[str], trusted_coordinator: bytes) -> Manifest:
+    """The manifest in the file ``path``, verified against ``trusted_coordinator``;
+    ManifestError naming the file for anything unreadable, malformed or unverified."""
+    signed = read_manifest(path)
+    try:
+        return signed.verified(trusted_coordinator)
+    except ManifestError as exc:
+        raise ManifestError(f"{Path(path)}: {exc}") from None

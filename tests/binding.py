@@ -104,10 +104,11 @@ def manifest_binding(keys: Path, manifest: Path, sender: int) -> tuple[bytes, Fr
     from shuffledp.security.keys import load_signing_key
     from shuffledp.security.manifests import load_round_manifest
 
-    digest = load_round_manifest(manifest, keys).digest
+    loaded = load_round_manifest(manifest, keys)
+    digest = loaded.digest
     signer = FrameSigner(
         manifest_digest=digest,
-        round_id=load_round_manifest(manifest, keys).rounds[0],
+        round_id=loaded.rounds[0],
         sender=sender,
         signing_key=load_signing_key(keys, f"hop-{sender}"),
     )

@@ -18,7 +18,7 @@ from shuffledp.cli.argtypes import integer, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.cli.paths import check_input_file, check_output_file
 from shuffledp.errors import InvalidParameterError
-from shuffledp.protocol.manifest import Manifest, ManifestError, SignedManifest
+from shuffledp.protocol.manifest import Manifest, read_manifest
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
 from shuffledp.security.manifests import (
     build_manifest,
@@ -223,11 +223,7 @@ def _run_show(args: argparse.Namespace) -> int:
         manifest = load_round_manifest(path, args.keys)
         status = f"signature: valid (coordinator key of {args.keys})"
     else:
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (UnicodeDecodeError, ValueError) as exc:
-            raise ManifestError(f"{path}: manifest file must be UTF-8 JSON: {exc}") from None
-        manifest = SignedManifest.from_json(document).manifest
+        manifest = read_manifest(path).manifest
         status = "signature: NOT VERIFIED (give --keys DIR to verify it)"
     if args.json:
         print(json.dumps(manifest.to_json()))
