@@ -22,16 +22,15 @@ from typing import Any
 from shuffledp.protocol.journal import RECORD_HEAD
 from shuffledp.protocol.topics import ingress_topic
 from shuffledp.security.access import load_password
-from shuffledp.security.manifests import load_round_manifest
 from shuffledp.simulations.faults.attacks import (
     count_retained,
-    fill_round,
     guessable_client_id,
     publish_junk,
     takeover_burst,
 )
 from shuffledp.simulations.faults.harness import SEND_SECONDS, FaultRound
 from shuffledp.simulations.faults.trust import (
+    attack_before_clients,
     broker_kill9,
     extra_report,
     forged_frames,
@@ -257,19 +256,8 @@ async def fill(r: FaultRound, quick: bool) -> Notes:
     the key of clients-1 seals n reports of clients it does not host (ids after its share) and
     publishes them to hop 0."""
     spec = r.spec
-    await r.start_round(clients=False)
-    await r.until(lambda: r.state("hop-0") == "ready", "hop-0 to be ready", spec.deadline)
-    published = await fill_round(
-        r.url,
-        r.keys,
-        prefix=r.prefix,
-        round_id=spec.round_id,
-        k=spec.k,
-        eps0=spec.eps0,
-        process=1 % spec.client_processes,
-        first_client=max(spec.counts()),
-        count=spec.n,
-        manifest_digest=load_round_manifest(r.manifest, r.keys).digest,
+    published = await attack_before_clients(
+        r, process=1 % spec.client_processes, first_client=max(spec.counts()), count=spec.n
     )
 
     def handled() -> bool:

@@ -28,6 +28,7 @@ from shuffledp.simulations.faults.attacks import fill_round
 from shuffledp.simulations.faults.harness import FaultRound
 
 __all__ = [
+    "attack_before_clients",
     "broker_kill9",
     "extra_report",
     "forged_frames",
@@ -133,15 +134,16 @@ async def _publish_forgeries(r: FaultRound, short: int) -> int:
     return len(frames)
 
 
-async def extra_report(r: FaultRound, quick: bool) -> Notes:
-    """The key of the last client process, before the genuine ones start, reports for the one
-    id past the clients it hosts (each process used to be enrolled for ceil(n / C) ids, so at
-    odd n that id was enrolled and pushed an honest report out as batch-full)."""
+async def attack_before_clients(
+    r: FaultRound, *, process: int, first_client: int, count: int
+) -> int:
+    """Start the analyzer and the hops, and once hop 0 is ready publish ``count`` authentic
+    reports with client process ``process``'s key for its ids from ``first_client`` on (before
+    any genuine client process starts); returns how many the broker acknowledged."""
     spec = r.spec
     await r.start_round(clients=False)
     await r.until(lambda: r.state("hop-0") == "ready", "hop-0 to be ready", spec.deadline)
-    process = spec.client_processes - 1
-    published = await fill_round(
+    return await fill_round(
         r.url,
         r.keys,
         prefix=r.prefix,
@@ -149,9 +151,20 @@ async def extra_report(r: FaultRound, quick: bool) -> Notes:
         k=spec.k,
         eps0=spec.eps0,
         process=process,
-        first_client=spec.counts()[process],
-        count=1,
+        first_client=first_client,
+        count=count,
         manifest_digest=load_round_manifest(r.manifest, r.keys).digest,
+    )
+
+
+async def extra_report(r: FaultRound, quick: bool) -> Notes:
+    """The key of the last client process, before the genuine ones start, reports for the one
+    id past the clients it hosts (each process used to be enrolled for ceil(n / C) ids, so at
+    odd n that id was enrolled and pushed an honest report out as batch-full)."""
+    spec = r.spec
+    process = spec.client_processes - 1
+    published = await attack_before_clients(
+        r, process=process, first_client=spec.counts()[process], count=1
     )
     for index in range(spec.client_processes):
         await r.start_clients(index)
