@@ -46,6 +46,7 @@ import numpy as np
 import numpy.typing as npt
 
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
+from shuffledp.cli.broker_urls import broker_urls, client_broker, hop_connection
 from shuffledp.cli.help import add_command
 from shuffledp.cli.manifest_flags import apply_manifest
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
@@ -99,7 +100,14 @@ _RUN = "--keys /tmp/shuffledp-keys --manifest /tmp/round-1.json"
 
 
 def _common(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--broker", default=DEFAULT_BROKER, metavar="URL", help="MQTT broker URL")
+    p.add_argument(
+        "--broker",
+        default=DEFAULT_BROKER,
+        metavar="URL",
+        help="MQTT broker URL, or URL,URL,...: several spread the client processes over "
+        "them (clients-j on URL number j mod B), hop 0 connects to all, the later stages to "
+        "the first (docs/deployment.md)",
+    )
     p.add_argument(
         "--keys",
         required=True,
@@ -535,9 +543,10 @@ def _run(args: argparse.Namespace, main: Any) -> int:
 
 def _check_paths(args: argparse.Namespace) -> None:
     """The files named on the command line, before any key is loaded or broker contacted."""
+    args.brokers = broker_urls(args.broker)
     if args.tls_ca is not None:
         check_input_file("--tls-ca", args.tls_ca)
-        if not parse_broker_address(args.broker).tls:
+        if not parse_broker_address(args.brokers[0]).tls:
             raise InvalidParameterError(
                 f"--tls-ca needs an mqtts:// broker (--broker mqtts://HOST[:PORT]), got --broker "
                 f"{args.broker!r}"
@@ -574,16 +583,21 @@ def _run_hop(args: argparse.Namespace) -> int:
     async def main() -> int:
         journaled = args.state_dir is not None
         secret = _id_secret(username, password, key)
-        async with MqttTransport(
-            args.broker,
-            will_topic=_will(args, settings.stage),
-            username=username,
-            password=password,
-            tls_ca=args.tls_ca,
-            manual_ack=journaled,
-            exclusive=True,  # a second process as this hop stops (IdentityInUseError)
-            **_session(args, settings.stage, secret, persistent=journaled),
-        ) as t:
+        session = _session(args, settings.stage, secret, persistent=journaled)
+
+        def connect(url: str) -> MqttTransport:
+            return MqttTransport(
+                url,
+                will_topic=_will(args, settings.stage),
+                username=username,
+                password=password,
+                tls_ca=args.tls_ca,
+                manual_ack=journaled,
+                exclusive=True,  # a second process as this hop stops (IdentityInUseError)
+                **session,
+            )
+
+        async with hop_connection(args.brokers, args.index, settings.egress, connect) as t:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
             )
@@ -671,7 +685,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         journaled = args.state_dir is not None
         secret = _id_secret(username, password, key)
         async with MqttTransport(
-            args.broker,
+            args.brokers[0],
             will_topic=_will(args, "analyzer"),
             username=username,
             password=password,
@@ -733,7 +747,7 @@ def _run_clients(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         async with MqttTransport(
-            args.broker,
+            client_broker(args.brokers, process),
             # No will: a client process retains no status (retains_status), so there is
             # nothing to clear, and the broker refuses a client account's retained will.
             will_topic=None,
