@@ -50,6 +50,7 @@ ALLOWED_SKIPS = (
     ("not a git work tree", True),  # a source tree without .git
     ("no IPv4 address besides 127.x", True),
     ("keeps the status of a caught KeyboardInterrupt anyway", True),
+    ("needs root for network namespaces", False),  # tests/integration/test_netns_deployment.py
 )
 
 
