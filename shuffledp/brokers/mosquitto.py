@@ -297,6 +297,13 @@ class MosquittoBroker:
                 return port
 
     @property
+    def pid(self) -> int | None:
+        """The mosquitto process's id while it runs (None before it starts and once stopped):
+        for measuring its CPU (bench/broker_ceiling.py)."""
+        process = self._process
+        return None if process is None or process.poll() is not None else process.pid
+
+    @property
     def bounds(self) -> str:
         """What this broker enforces per role (with ``access_dir``: the bounds plugin, or what is
         not enforced and why; :mod:`shuffledp.security.mosquitto_bounds`), once started."""
