@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import paho.mqtt.client as paho
+from paho.mqtt.enums import CallbackAPIVersion
 
 from shuffledp.brokers.mosquitto import MosquittoBroker
 from shuffledp.protocol.client_auth import ENVELOPE_SIZE
@@ -79,7 +80,7 @@ def _publisher(
         if acked == count:
             done.set()
 
-    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=name)
+    client = paho.Client(CallbackAPIVersion.VERSION2, client_id=name)
     client.username_pw_set(name, load_password(Path(keys), name))
     client.max_inflight_messages_set(inflight)
     client.on_publish = on_publish
