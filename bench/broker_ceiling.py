@@ -14,7 +14,8 @@ authenticated report's size with 3 hops) to hop 0's topic at QoS 1 with up to
 ``--in-flight`` unacknowledged each (bare paho-mqtt: lighter than the client processes, so as to
 load the broker). It prints one JSON object per run:
 
-- ``publishers``, ``message_bytes``, ``messages``, ``received`` (distinct payloads the consumer
+- ``publishers``, ``accounts`` (false for ``--open``'s comparison run on an open broker),
+  ``message_bytes``, ``messages``, ``received`` (distinct payloads the consumer
   got: all of them, or the run says it is not a ceiling);
 - ``msgs_per_s``: messages received per second, from the first receipt to the last;
 - ``broker_cpu_percent``: the broker's CPU time over that wall time (100 = one core: Mosquitto
@@ -72,22 +73,28 @@ def _publisher(
     name = f"clients-{j}"
     host, port = parse_broker_url(url)
     done = threading.Event()
+    # At most `inflight` publishes handed to paho and not acknowledged: paho rescans its whole
+    # list of queued messages at each acknowledgement, quadratic with everything queued at once.
+    slots = threading.BoundedSemaphore(inflight)
     acked = 0
 
     def on_publish(*_: Any) -> None:
         nonlocal acked  # paho calls back from its network thread: a counter, no closure state
         acked += 1
+        slots.release()
         if acked == count:
             done.set()
 
     client = paho.Client(CallbackAPIVersion.VERSION2, client_id=name)
-    client.username_pw_set(name, load_password(Path(keys), name))
+    if keys:  # "": the open broker of --open
+        client.username_pw_set(name, load_password(Path(keys), name))
     client.max_inflight_messages_set(inflight)
     client.on_publish = on_publish
     client.connect(host, port)
     client.loop_start()
     topic, body = ingress_topic(prefix, ROUND, 0), os.urandom(size - 8)
     for i in range(count):
+        slots.acquire()
         client.publish(topic, i.to_bytes(4, "big") + j.to_bytes(4, "big") + body, qos=1)
     done.wait(120)
     client.disconnect()
@@ -95,14 +102,15 @@ def _publisher(
 
 
 async def _consume(
-    url: str, keys: Path, prefix: str, total: int, subscribed: Any
+    url: str, keys: str, prefix: str, total: int, subscribed: Any
 ) -> tuple[int, float, float]:
     """Receive as hop 0 until ``total`` distinct payloads came (or 20 s of silence): (distinct,
     monotonic times of the first and of the last)."""
     seen: set[bytes] = set()
     first = last = time.monotonic()
     async with MqttTransport(
-        url, client_id="hop-0", username="hop-0", password=load_password(keys, "hop-0"),
+        url, client_id="hop-0", username="hop-0" if keys else None,
+        password=load_password(Path(keys), "hop-0") if keys else None,
         max_in_flight=1000,
     ) as transport:  # fmt: skip
         await transport.subscribe(ingress_topic(prefix, ROUND, 0))
@@ -121,7 +129,11 @@ async def _consume(
     return len(seen), first, last
 
 
-def run_once(publishers: int, messages: int, size: int, inflight: int) -> dict[str, Any]:
+def run_once(
+    publishers: int, messages: int, size: int, inflight: int, *, accounts: bool = True
+) -> dict[str, Any]:
+    """One run (module docstring); ``accounts=False``: an open broker without accounts, ACL
+    or plugin, for comparison."""
     with tempfile.TemporaryDirectory(prefix="broker-ceiling-") as tmp:
         keys, prefix = Path(tmp) / "keys", f"bench/ceiling-{secrets.token_hex(3)}"
         subprocess.run(
@@ -129,12 +141,15 @@ def run_once(publishers: int, messages: int, size: int, inflight: int) -> dict[s
              "--clients", str(publishers), "--prefix", prefix],
             check=True, capture_output=True,
         )  # fmt: skip
-        with MosquittoBroker(access_dir=keys / "access") as broker:
-            return asyncio.run(_measure(broker, keys, prefix, publishers, messages, size, inflight))
+        with MosquittoBroker(access_dir=keys / "access" if accounts else None) as broker:
+            login = str(keys) if accounts else ""  # "": log in as nobody
+            return asyncio.run(
+                _measure(broker, login, prefix, publishers, messages, size, inflight)
+            )
 
 
 async def _measure(
-    broker: MosquittoBroker, keys: Path, prefix: str, publishers: int, messages: int, size: int,
+    broker: MosquittoBroker, keys: str, prefix: str, publishers: int, messages: int, size: int,
     inflight: int,
 ) -> dict[str, Any]:  # fmt: skip
     assert broker.pid is not None
@@ -145,7 +160,7 @@ async def _measure(
     context = multiprocessing.get_context("spawn")
     procs = [
         context.Process(
-            target=_publisher, args=(broker.url, str(keys), prefix, j, shares[j], size, inflight)
+            target=_publisher, args=(broker.url, keys, prefix, j, shares[j], size, inflight)
         )
         for j in range(publishers)
     ]
@@ -165,6 +180,7 @@ async def _measure(
     )
     return {
         "publishers": publishers,
+        "accounts": bool(keys),
         "message_bytes": size,
         "messages": messages,
         "received": received,
@@ -186,6 +202,9 @@ def main() -> int:
     parser.add_argument("--messages", type=int, default=60_000)
     parser.add_argument("--size", type=int, default=REPORT_BYTES, help="payload bytes (>= 8)")
     parser.add_argument("--in-flight", type=int, default=1000, help="per publisher")
+    parser.add_argument(
+        "--open", action="store_true", help="also an open broker (no accounts, ACL, plugin)"
+    )
     args = parser.parse_args()
     if args.size < 8 or args.messages < 1 or min(args.publishers) < 1:
         parser.error("--size must be >= 8, --messages and --publishers >= 1")
@@ -193,6 +212,9 @@ def main() -> int:
         print(
             json.dumps(run_once(publishers, args.messages, args.size, args.in_flight)), flush=True
         )
+        if args.open:
+            run = run_once(publishers, args.messages, args.size, args.in_flight, accounts=False)
+            print(json.dumps(run), flush=True)
     return 0
 
 
