@@ -4,9 +4,10 @@ the analyzer are on A. Invariants checked: the analyzer counts every report sent
 each broker see exactly their slice's reports on hop 0's topic (so the slices really took two
 brokers), and nothing of hop 0's output on B (it goes to the first broker only).
 
-The brokers are open test brokers (so that the observers may subscribe), hence --no-auth: the
-accounts, ACLs and client envelopes over one broker are tested elsewhere
-(test_client_auth_mosquitto.py) and do not depend on how many brokers there are.
+The first test's brokers are open test brokers (so that the observers may subscribe), hence
+--no-auth. The second runs a round as deployed: two Mosquittos enforcing the key directory's
+accounts, ACL and bounds plugin over TLS (mqtts://, --tls-ca), client envelopes checked by hop
+0; every report counted.
 """
 
 from __future__ import annotations
@@ -34,12 +35,14 @@ def _shuffledp(*args: str) -> list[str]:
     return [sys.executable, "-m", "shuffledp", *args]
 
 
-def _setup(tmp_path: Path, prefix: str) -> tuple[Path, Path]:
+def _setup(tmp_path: Path, prefix: str, *, secured: bool = False) -> tuple[Path, Path]:
     keys, manifest = tmp_path / "keys", tmp_path / "round.json"
+    tls = ("--tls",) if secured else ()
+    auth = () if secured else ("--no-auth",)
     for argv in (
-        ("keys", "init", str(keys), "--hops", "2", "--clients", "2", "--prefix", prefix),
+        ("keys", "init", str(keys), "--hops", "2", "--clients", "2", "--prefix", prefix, *tls),
         ("round", "init", str(manifest), "--keys", str(keys), "--prefix", prefix, "--k", "4",
-         "--eps0", "4", "--process-clients", ",".join(map(str, CLIENTS)), "--no-auth",
+         "--eps0", "4", "--process-clients", ",".join(map(str, CLIENTS)), *auth,
          "--deadline", "60"),
     ):  # fmt: skip
         subprocess.run(_shuffledp(*argv), check=True, capture_output=True, timeout=60)
@@ -55,8 +58,12 @@ async def _observe(url: str, topic: str, seen: set[bytes], subscribed: asyncio.E
             seen.add(message.payload)
 
 
-async def _run_round(keys: Path, manifest: Path, brokers: str) -> tuple[int, str, str]:
-    common = ("--keys", str(keys), "--manifest", str(manifest), "--broker", brokers, "--no-auth")
+async def _run_round(
+    keys: Path, manifest: Path, brokers: str, *connection: str
+) -> tuple[int, str, str]:
+    """Run the analyzer, 2 hops and the 2 client processes with ``--broker brokers`` and
+    ``connection``; (exit status, stdout, stderr) of the analyzer once all ended with 0."""
+    common = ("--keys", str(keys), "--manifest", str(manifest), "--broker", brokers, *connection)
     argvs = [
         ("analyzer", *common),
         *(("hop", *common, "--index", str(i)) for i in range(2)),
@@ -101,7 +108,7 @@ async def test_a_round_over_two_brokers_counts_every_report(tmp_path: Path) -> N
             async with asyncio.timeout(30):
                 await asyncio.gather(*(event.wait() for event in events))
             began = time.monotonic()
-            _, out, _ = await _run_round(keys, manifest, f"{a.url},{b.url}")
+            _, out, _ = await _run_round(keys, manifest, f"{a.url},{b.url}", "--no-auth")
             wall = time.monotonic() - began
         finally:
             for task in observers:
@@ -114,3 +121,19 @@ async def test_a_round_over_two_brokers_counts_every_report(tmp_path: Path) -> N
     assert (len(seen_a), len(seen_b)) == CLIENTS
     assert not output_b  # hop 0's output went to broker A only
     print(f"two brokers: n {n}, counted {n}, wall {wall:.1f} s")
+
+
+@pytest.mark.asyncio
+async def test_a_round_over_two_secured_brokers_over_tls(tmp_path: Path) -> None:
+    require_mosquitto()
+    prefix = f"test/fanin-{secrets.token_hex(4)}"
+    keys, manifest = _setup(tmp_path, prefix, secured=True)
+    access, tls = keys / "access", keys / "tls"
+    with (
+        MosquittoBroker(access_dir=access, tls_dir=tls) as a,
+        MosquittoBroker(access_dir=access, tls_dir=tls) as b,
+    ):
+        brokers = f"{a.tls_url},{b.tls_url}"
+        _, out, _ = await _run_round(keys, manifest, brokers, "--tls-ca", str(tls / "ca.pem"))
+    n = sum(CLIENTS)
+    assert f": {n} of {n} reports received;" in out.splitlines()[0], out
