@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from shuffledp.cli.broker_urls import MAX_BROKERS, broker_urls, client_broker, hop_connection
@@ -51,3 +53,21 @@ async def test_hop_0_connects_to_every_broker_and_later_hops_to_the_first() -> N
     assert isinstance(later, MqttTransport) and later.url == A
     single = hop_connection((A,), 0, "p/round/1/hop/1", connect)
     assert isinstance(single, MqttTransport) and single.url == A
+
+
+@pytest.mark.parametrize("command", ["hop", "analyzer", "clients"])
+def test_the_command_refuses_a_bad_list_in_one_line_before_anything_else(
+    command: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from shuffledp.cli.main import main
+
+    extra = {
+        "hop": ["--index", "0"],
+        "analyzer": [],
+        "clients": ["--name", "clients-0", "--values", "synthetic"],
+    }[command]
+    missing = str(tmp_path / "absent")  # never read: the list is checked first
+    code = main([command, "--keys", missing, "--manifest", missing, "--broker", f"{A},{A}", *extra])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and "--broker must not list a URL twice" in err, err
