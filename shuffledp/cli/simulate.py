@@ -115,6 +115,15 @@ def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="COUNT",
         help="client processes (at most --n)",
     )
+    p.add_argument(
+        "--browser-clients",
+        type=integer(0),
+        default=0,
+        metavar="N",
+        help="run N of the round's clients in headless Chromium, the JavaScript client as one "
+        "more client process (0..--n; needs node, chromium, websockify and `npm ci` in "
+        "clients/js: docs/browser-client.md)",
+    )
 
 
 def _add_target_arguments(p: argparse._ArgumentGroup) -> None:
@@ -325,6 +334,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
         colluders=args.colluders,
+        browser_clients=args.browser_clients,
     )
 
 
@@ -359,7 +369,7 @@ class _ProgressDisplay:
         )
         self._tasks: dict[str, Any] = {}
         self._options = options
-        stages = [f"clients-{i}" for i in range(options.client_processes)]
+        stages = [f"clients-{i}" for i in range(options.total_client_processes)]
         stages += [f"hop-{i}" for i in range(options.hops)] + ["analyzer"]
         for stage in stages:  # fixed order: the data flows down the list
             self._tasks[stage] = self._progress.add_task(stage, total=None, state="starting")
