@@ -157,6 +157,9 @@ def write_config(
         "processes": processes,
         "acceptLoss": accept_loss,
         "out": str(out),
+        # the browser's profile: in the round's folder, which the launcher removes even if
+        # the driver is killed before it can
+        "profileParent": str(out.parent),
     }
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:

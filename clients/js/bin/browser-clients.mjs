@@ -19,7 +19,7 @@ async function main(configPath) {
   const config = JSON.parse(await readFile(configPath, 'utf8'));
   const [sodiumVersion, mqttVersion, puppeteerVersion] = await versions();
   const { server, origin } = await serve();
-  const { browser, close } = await launchChromium(config.chromium);
+  const { browser, close } = await launchChromium(config.chromium, config.profileParent);
   const memory = peakPss(browser.process().pid);
   try {
     const product = await browser.version();

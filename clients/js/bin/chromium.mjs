@@ -10,8 +10,10 @@ export const CHROMIUM_ARGS = ['--headless', '--no-sandbox', '--disable-gpu', '--
   '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync',
   '--disable-dev-shm-usage'];
 
-export async function launchChromium(executablePath) {
-  const profile = await mkdtemp(join(tmpdir(), 'shuffledp-chromium-'));
+/** Chromium with a new empty profile in ``profileParent`` (removed on close; a caller that may
+ * be killed passes a folder it removes itself). */
+export async function launchChromium(executablePath, profileParent = tmpdir()) {
+  const profile = await mkdtemp(join(profileParent, 'shuffledp-chromium-'));
   const browser = await puppeteer.launch({
     executablePath, headless: true, pipe: true, args: [...CHROMIUM_ARGS, `--user-data-dir=${profile}`],
     handleSIGTERM: true, handleSIGINT: true, handleSIGHUP: true,
