@@ -41,6 +41,10 @@ __all__ = [
 JS_DIR = Path(__file__).resolve().parents[2] / "clients" / "js"
 DRIVER = JS_DIR / "bin" / "browser-clients.mjs"
 BRIDGE_START_TIMEOUT = 15.0
+EXAMPLE_SCREENSHOT = "SHUFFLEDP_BROWSER_EXAMPLE_SCREENSHOT"
+"""With this variable set to a PNG path, the browser's (one-client) process sends its report
+through the example page (clients/js/example/) instead, which is then photographed there:
+how docs/browser-example.png is made (docs/browser-client.md)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -161,6 +165,9 @@ def write_config(
         # the driver is killed before it can
         "profileParent": str(out.parent),
     }
+    screenshot = os.environ.get(EXAMPLE_SCREENSHOT)
+    if screenshot:
+        config["exampleScreenshot"] = os.path.abspath(screenshot)
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
         json.dump(config, handle)

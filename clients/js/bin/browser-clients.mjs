@@ -8,11 +8,18 @@
 import { readFile, writeFile } from 'node:fs/promises';
 import { serve } from './serve.mjs';
 import { launchChromium, peakPss } from './chromium.mjs';
+import { runExample } from './example-page.mjs';
 
 function versions() {
   const read = (name) => readFile(new URL(`../node_modules/${name}/package.json`, import.meta.url), 'utf8')
     .then((text) => JSON.parse(text).version);
   return Promise.all(['libsodium-wrappers', 'mqtt', 'puppeteer-core'].map(read));
+}
+
+async function runProcesses(page, origin, config) {
+  await page.goto(`${origin}/browser/runner.html`, { waitUntil: 'load' });
+  await page.waitForFunction(() => typeof window.runProcesses === 'function', { timeout: 30_000 });
+  return page.evaluate((c) => window.runProcesses(c), config);
 }
 
 async function main(configPath) {
@@ -26,11 +33,11 @@ async function main(configPath) {
     const page = await browser.newPage();
     page.on('pageerror', (error) => process.stderr.write(`page error: ${error.message}\n`));
     page.on('console', (message) => process.stderr.write(`page: ${message.text()}\n`));
-    await page.goto(`${origin}/browser/runner.html`, { waitUntil: 'load' });
-    await page.waitForFunction(() => typeof window.runProcesses === 'function', { timeout: 30_000 });
     const runtime = `${product} (puppeteer-core ${puppeteerVersion}); node ${process.version}; libsodium-wrappers ${sodiumVersion}; mqtt ${mqttVersion}`;
     const started = performance.now();
-    const results = await page.evaluate((c) => window.runProcesses(c), { ...config, runtime });
+    const results = config.exampleScreenshot
+      ? await runExample(page, origin, config)
+      : await runProcesses(page, origin, { ...config, runtime });
     const seconds = (performance.now() - started) / 1000;
     const summary = {
       browser: product, runtime, userAgent: await browser.userAgent(), processes: results,

@@ -14,4 +14,5 @@ export { decodeReceipt, encodeClaim } from './receipts.js';
 export { sealReport } from './report.js';
 export { connectBroker } from './broker.js';
 export { runClientProcess } from './process.js';
+export { sendOneReport } from './single.js';
 export { topics } from './topics.js';
