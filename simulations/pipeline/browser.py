@@ -196,6 +196,8 @@ def read_summary(path: Path, *, clients: int, bridge: str) -> dict[str, Any]:
         "runtime": str(summary.get("runtime", "")),
         "user_agent": str(summary.get("userAgent", "")),
         "seconds": round(float(summary.get("seconds", 0.0)), 3),
+        # the slowest process's sending (sealing and publishing, from hop 0 ready to all sent)
+        "send_seconds": round(max((float(r.get("seconds", 0.0)) for r in results), default=0.0), 3),
         "peak_memory_bytes": int(summary.get("peakPssBytes", 0)),
         "bridge": bridge,
     }
