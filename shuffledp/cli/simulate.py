@@ -442,9 +442,22 @@ def format_report(log: RoundLog) -> str:
         "timings (s): " + ", ".join(f"{k.removesuffix('_seconds')} {v}" for k, v in timings.items())
     )
     lines.append(f"randomness: {report.randomness}")
+    if sim.browser is not None:
+        lines.append(_browser_line(sim.browser, report.n_expected))
     if log.warning:
         lines.append(f"warning: {log.warning}")
     return "\n".join(lines)
+
+
+def _browser_line(browser: Mapping[str, Any], n: int) -> str:
+    """How many clients ran in the browser, which browser, what hop 0 confirmed of them."""
+    peak = int(browser.get("peak_memory_bytes", 0)) / 2**20
+    return (
+        f"browser: {browser.get('clients', 0):,} of the {n:,} clients ran in headless "
+        f"{browser.get('browser', '?')} and sent {browser.get('sent', 0):,} reports (hop 0 "
+        f"confirmed {browser.get('confirmed_by_hop_0', 0):,}; peak memory {peak:.0f} MiB): "
+        f"{browser.get('runtime', '')}"
+    )
 
 
 def _histogram_lines(report: Report) -> list[str]:

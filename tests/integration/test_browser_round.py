@@ -8,7 +8,9 @@ import asyncio
 
 import pytest
 
+from shuffledp.cli.simulate import format_report
 from shuffledp.errors import InvalidParameterError
+from shuffledp.simulations.pipeline.records import RoundLog
 from shuffledp.simulations.pipeline.simulate import SimulationOptions, run_simulation
 
 
@@ -41,3 +43,6 @@ def test_a_round_with_a_hundred_clients_in_the_browser_counts_every_report() -> 
     assert log["simulation"]["client_processes"] == 3
     clients_leg = log["delivery"]["legs"][0]
     assert (clients_leg["sent"], clients_leg["counted"]) == (300, 300)
+    text = format_report(RoundLog.from_json(log))  # what `shuffledp simulate` prints
+    assert "browser: 100 of the 300 clients ran in headless Chrome/" in text
+    assert "sent 100 reports (hop 0 confirmed 100;" in text
