@@ -11,6 +11,7 @@ from nacl.signing import SigningKey
 from shuffledp.protocol.client_auth import ClientCredential, process_key, seal_envelope
 from shuffledp.protocol.manifest import Manifest, StageKeys, sign_manifest
 from shuffledp.protocol.onion import wrap
+from shuffledp.protocol.receipts import Receipt, bitmap_of
 from shuffledp.protocol.record import encode_record
 
 
@@ -70,6 +71,17 @@ def main() -> None:
                 "process_key": process_key(master, 1).hex(),
                 "client_key": credential.key.hex(),
                 "envelope_python": envelope.hex(),
+                "receipt": Receipt(
+                    round_id=round_id,
+                    process=1,
+                    clients=11,
+                    bitmap=bitmap_of([0, 2, 9], 11),
+                    seq=3,
+                    closed=True,
+                )
+                .encode()
+                .hex(),
+                "receipt_accepted": [0, 2, 9],
             },
             indent=1,
         )

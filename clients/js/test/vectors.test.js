@@ -66,3 +66,16 @@ test('floats are written as Python repr writes them', () => {
     [2.5, '2.5'], [1234.5, '1234.5'], [9999999999999998, '9999999999999998.0']];
   for (const [x, expected] of cases) assert.equal(c.pythonFloat(x), expected, String(x));
 });
+
+test('the receipt Python encoded reads here with exactly its bits', async () => {
+  const payload = c.fromHex(v.receipt, v.receipt.length / 2, 'receipt');
+  const receipt = await c.decodeReceipt(payload, BigInt(v.round_id), 1);
+  assert.ok(receipt !== null && receipt.closed && receipt.seq === 3 && receipt.clients === 11);
+  const accepted = [];
+  for (let i = 0; i < receipt.clients; i += 1) if (receipt.bitmap[i >> 3] & (0x80 >> (i & 7))) accepted.push(i);
+  assert.deepEqual(accepted, v.receipt_accepted);
+  assert.equal(await c.decodeReceipt(payload, BigInt(v.round_id), 2), null); // another process
+  const tampered = payload.slice();
+  tampered[24] += 1; // says one more accepted than its bitmap holds
+  assert.equal(await c.decodeReceipt(tampered, BigInt(v.round_id), 1), null);
+});

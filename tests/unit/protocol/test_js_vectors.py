@@ -17,6 +17,7 @@ from shuffledp.protocol.client_auth import ClientRoster, ClientVerifier, process
 from shuffledp.protocol.errors import BadAuthenticator
 from shuffledp.protocol.manifest import SignedManifest
 from shuffledp.protocol.onion import message_length, peel
+from shuffledp.protocol.receipts import Receipt
 from shuffledp.protocol.record import decode_record, encode_record
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "protocol.md"
@@ -88,3 +89,11 @@ def test_a_changed_tag_is_refused() -> None:
     )
     with pytest.raises(BadAuthenticator, match="does not verify"):
         verifier.open(bytes(message))
+
+
+def test_the_receipt_vector_holds_exactly_its_bits() -> None:
+    receipt = Receipt.decode(bytes.fromhex(V["receipt"]), round_id=V["round_id"], process=1)
+    assert receipt is not None and receipt.closed and receipt.seq == 3
+    assert [int(i) for i in receipt.accepted_mask(receipt.clients).nonzero()[0]] == V[
+        "receipt_accepted"
+    ]
