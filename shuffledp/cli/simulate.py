@@ -452,11 +452,16 @@ def format_report(log: RoundLog) -> str:
 def _browser_line(browser: Mapping[str, Any], n: int) -> str:
     """How many clients ran in the browser, which browser, what hop 0 confirmed of them."""
     peak = int(browser.get("peak_memory_bytes", 0)) / 2**20
+    confirmed = browser.get("confirmed_by_hop_0")
+    receipts = (
+        "no receipts without client authentication"
+        if confirmed is None
+        else f"hop 0 confirmed {confirmed:,}"
+    )
     return (
         f"browser: {browser.get('clients', 0):,} of the {n:,} clients ran in headless "
-        f"{browser.get('browser', '?')} and sent {browser.get('sent', 0):,} reports (hop 0 "
-        f"confirmed {browser.get('confirmed_by_hop_0', 0):,}; peak memory {peak:.0f} MiB): "
-        f"{browser.get('runtime', '')}"
+        f"{browser.get('browser', '?')} and sent {browser.get('sent', 0):,} reports ({receipts}; "
+        f"peak memory {peak:.0f} MiB): {browser.get('runtime', '')}"
     )
 
 

@@ -188,9 +188,11 @@ def read_summary(path: Path, *, clients: int, bridge: str) -> dict[str, Any]:
         "clients": clients,
         "processes": len(results),
         "sent": sum(int(r.get("sent", 0)) for r in results),
-        # hop 0's receipts (none without client authentication); "unconfirmed": hop 0 closed
-        # its batch before the process's claim came, so the analyzer's count is the proof
-        "confirmed_by_hop_0": sum(int(d.get("accepted", 0)) for d in delivery),
+        # hop 0's receipts (null without client authentication: hop 0 sends none);
+        # "unconfirmed": hop 0 left before answering, so the analyzer's count is the proof
+        "confirmed_by_hop_0": sum(int(d.get("accepted", 0)) for d in delivery)
+        if all(delivery)
+        else None,
         "unconfirmed": sum(int(d.get("unconfirmed", 0)) for d in delivery),
         "browser": str(summary.get("browser", "")),
         "runtime": str(summary.get("runtime", "")),

@@ -191,7 +191,7 @@ export async function runClientProcess(sodium, mqtt, options) {
     values, process, keyOfProcess, maxInFlight: options.maxInFlight ?? 128, chunk: options.chunk ?? 500,
     readyTimeout: options.readyTimeout ?? 60, reclaimInterval: options.reclaimInterval ?? 1,
   };
-  const clientId = `${name}-${toHex(randomBytes(6))}`;
+  const clientId = `sdp-${name}-${toHex(randomBytes(16))}`;
   const client = await connectBroker(mqtt, brokerUrl, { username, password, clientId, subprotocols });
   try {
     const session = new Session(client, manifest, roundId, name);

@@ -29,7 +29,7 @@ export async function sendOneReport(sodium, mqtt, options) {
   const { report, message } = await sealReport(sodium, manifest, roundId, value, { process, index, keyOfProcess });
   onReport(report);
   const client = await connectBroker(mqtt, options.brokerUrl, {
-    username: options.username, password: options.password, clientId: `${name}-${toHex(randomBytes(6))}`, subprotocols: options.subprotocols,
+    username: options.username, password: options.password, clientId: `sdp-${name}-${toHex(randomBytes(16))}`, subprotocols: options.subprotocols,
   });
   try {
     const session = new Session(client, manifest, roundId, name);
