@@ -115,6 +115,15 @@ def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="COUNT",
         help="client processes (at most --n)",
     )
+    p.add_argument(
+        "--browser-clients",
+        type=integer(0),
+        default=0,
+        metavar="N",
+        help="run N of the round's clients in headless Chromium, the JavaScript client as one "
+        "more client process (0..--n; needs node, chromium, websockify and `npm ci` in "
+        "clients/js: docs/browser-client.md)",
+    )
 
 
 def _add_target_arguments(p: argparse._ArgumentGroup) -> None:
@@ -325,6 +334,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
         colluders=args.colluders,
+        browser_clients=args.browser_clients,
     )
 
 
@@ -359,7 +369,7 @@ class _ProgressDisplay:
         )
         self._tasks: dict[str, Any] = {}
         self._options = options
-        stages = [f"clients-{i}" for i in range(options.client_processes)]
+        stages = [f"clients-{i}" for i in range(options.total_client_processes)]
         stages += [f"hop-{i}" for i in range(options.hops)] + ["analyzer"]
         for stage in stages:  # fixed order: the data flows down the list
             self._tasks[stage] = self._progress.add_task(stage, total=None, state="starting")
@@ -432,9 +442,27 @@ def format_report(log: RoundLog) -> str:
         "timings (s): " + ", ".join(f"{k.removesuffix('_seconds')} {v}" for k, v in timings.items())
     )
     lines.append(f"randomness: {report.randomness}")
+    if sim.browser is not None:
+        lines.append(_browser_line(sim.browser, report.n_expected))
     if log.warning:
         lines.append(f"warning: {log.warning}")
     return "\n".join(lines)
+
+
+def _browser_line(browser: Mapping[str, Any], n: int) -> str:
+    """How many clients ran in the browser, which browser, what hop 0 confirmed of them."""
+    peak = int(browser.get("peak_memory_bytes", 0)) / 2**20
+    confirmed = browser.get("confirmed_by_hop_0")
+    receipts = (
+        "no receipts without client authentication"
+        if confirmed is None
+        else f"hop 0 confirmed {confirmed:,}"
+    )
+    return (
+        f"browser: {browser.get('clients', 0):,} of the {n:,} clients ran in headless "
+        f"{browser.get('browser', '?')} and sent {browser.get('sent', 0):,} reports ({receipts}; "
+        f"peak memory {peak:.0f} MiB): {browser.get('runtime', '')}"
+    )
 
 
 def _histogram_lines(report: Report) -> list[str]:

@@ -107,6 +107,9 @@ class SimulationInfo:
     deadline_seconds: float
     min_batch: int
     dataset_details: JsonObject | None = None
+    browser: JsonObject | None = None
+    """``--browser-clients``: the clients that ran in headless Chromium, what they sent and hop
+    0 confirmed, the browser and versions, its peak memory (simulations/pipeline/browser.py)."""
 
     KEYS = (
         "broker",
@@ -130,23 +133,23 @@ class SimulationInfo:
             require_int("simulation.seed", self.seed, 0)
         require_number("simulation.deadline_seconds", self.deadline_seconds, low=0.0)
         require_int("simulation.min_batch", self.min_batch, 1)
-        if self.dataset_details is not None:
-            object.__setattr__(
-                self,
-                "dataset_details",
-                require_json_object("simulation.dataset_details", self.dataset_details),
-            )
+        for key in ("dataset_details", "browser"):
+            if getattr(self, key) is not None:
+                value = require_json_object(f"simulation.{key}", getattr(self, key))
+                object.__setattr__(self, key, value)
 
     def to_json(self) -> dict[str, Any]:
         out: dict[str, Any] = {key: getattr(self, key) for key in self.KEYS}
         if self.dataset_details is not None:
             out["dataset_details"] = self.dataset_details
+        if self.browser is not None:
+            out["browser"] = self.browser
         return out
 
     @classmethod
     def from_json(cls, data: object) -> SimulationInfo:
         d = require_keys(
-            "simulation", json_input("simulation", data), cls.KEYS, ["dataset_details"]
+            "simulation", json_input("simulation", data), cls.KEYS, ["dataset_details", "browser"]
         )
         return cls(
             broker=require_str("simulation.broker", d["broker"]),
@@ -164,6 +167,7 @@ class SimulationInfo:
             dataset_details=optional(
                 require_json_object, "simulation.dataset_details", d.get("dataset_details")
             ),
+            browser=optional(require_json_object, "simulation.browser", d.get("browser")),
         )
 
 

@@ -62,9 +62,10 @@ from shuffledp.security.access import (
     init_access,
     load_access_settings,
     load_password,
+    load_process_credentials,
 )
 from shuffledp.security.client_ids import random_client_id
-from shuffledp.security.keys import init_key_directory, load_public_directory
+from shuffledp.security.keys import COORDINATOR, init_key_directory, load_public_directory
 from shuffledp.security.manifests import build_manifest, write_manifest
 from shuffledp.simulations.data.datasets import check_dataset_sizes, resolve_dataset
 from shuffledp.simulations.data.regions import Region
@@ -95,6 +96,8 @@ __all__ = [
 
 
 GRACE_SECONDS = 5.0
+BRIDGE = "websockify"
+"""Name of the WebSocket bridge among a round's children (--browser-clients)."""
 EXIT_REFUSED = 3
 """Exit status of a stage command whose round was refused (shuffledp/cli/components.py)."""
 BROKER_START_TIMEOUT = 20.0
@@ -149,6 +152,9 @@ class SimulationOptions:
     accept_loss: bool = False
     #: C of the round manifest: clients the guarantee withstands as colluders (``--colluders``).
     colluders: int = 0
+    #: Clients of the round run in headless Chromium (``--browser-clients``), the JavaScript
+    #: client as one more client process (simulations/pipeline/browser.py).
+    browser_clients: int = 0
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -204,6 +210,7 @@ class SimulationOptions:
             require_positive("timeout", self.timeout)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
         self._check_colluders()
+        self._check_browser_clients()
         if self.chaos and not self.auth:
             raise InvalidParameterError(
                 "chaos needs client authentication (it injects second reports, which only "
@@ -217,6 +224,28 @@ class SimulationOptions:
             require_int("--colluders", self.colluders, 0, self.n - 1, bound="[0, --n - 1]")
         else:
             require_int("--colluders", self.colluders, 0)
+
+    def _check_browser_clients(self) -> None:
+        """``--browser-clients`` in [0, --n], with the tools it needs (one line for what is
+        missing), and not with --chaos (its hostile clients are the Python ones)."""
+        if self.n is not None:
+            require_int("--browser-clients", self.browser_clients, 0, self.n, bound="[0, --n]")
+        else:
+            require_int("--browser-clients", self.browser_clients, 0)
+        if not self.browser_clients:
+            return
+        if self.chaos:
+            raise InvalidParameterError(
+                "--browser-clients cannot be combined with --chaos (the chaos clients are Python)"
+            )
+        from shuffledp.simulations.pipeline.browser import find_tools
+
+        find_tools()
+
+    @property
+    def total_client_processes(self) -> int:
+        """Client processes a round can have: the Python ones and the browser's."""
+        return self.client_processes + (1 if self.browser_clients else 0)
 
     def _check_key_directory(self) -> None:
         """An existing key directory (``keys``) must fit the run: its hops, and with accounts
@@ -232,10 +261,11 @@ class SimulationOptions:
         if not self.auth:
             return
         access = load_access_settings(self.keys)
-        if self.client_processes > access.client_processes:
+        if self.total_client_processes > access.client_processes:
+            browser = " plus 1 for --browser-clients" if self.browser_clients else ""
             raise InvalidParameterError(
-                f"--client-processes must be <= the {access.client_processes} client accounts of "
-                f"{self.keys}, got {self.client_processes}"
+                f"--client-processes{browser} must be <= the {access.client_processes} client "
+                f"accounts of {self.keys}, got {self.total_client_processes}"
             )
         # The enrolment is each round's manifest's (exactly the clients each process hosts),
         # not access.json's: nothing more to check here.
@@ -381,7 +411,7 @@ class PipelineSession:
                 init_access(
                     self._keys,
                     hops=self.options.hops,
-                    client_processes=self.options.client_processes,
+                    client_processes=self.options.total_client_processes,
                     prefix=self.prefix,
                     # Each process's even share of every round: exactly the clients it hosts.
                     clients_per_process=EVEN_SHARE,
@@ -455,6 +485,7 @@ class PipelineSession:
         try:
             plan = self._plan(true_values, round_id, workdir)
             outcome = await self._launch_and_watch(plan, children, on_progress)
+            await _stop_all([c for c in children if c.name == BRIDGE], 0.0)  # never exits
             await _stop_all(children, GRACE_SECONDS)
             published = PublishedReport.from_json(outcome.report)
             _check_delivery(published, plan.n, self.options.accept_loss)
@@ -468,8 +499,10 @@ class PipelineSession:
         RoundRefusedError if n is below the minimum batch (then nothing is launched)."""
         options = self.options
         n = int(true_values.size)
-        processes = min(options.client_processes, n)
-        value_files = _write_value_files(true_values, processes, workdir)
+        require_int("--browser-clients", options.browser_clients, 0, n, bound="[0, n]")
+        python_values = true_values[: n - options.browser_clients]
+        processes = min(options.client_processes, int(python_values.size))
+        value_files = _write_value_files(python_values, processes, workdir) if processes else []
         deadline_seconds = options.deadline_for(n)
         min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
         if n < min_batch:
@@ -478,13 +511,14 @@ class PipelineSession:
                 "the round is refused (nothing was sent or published)"
             )
         faults: _RoundFaults = _Chaos(n, processes) if options.chaos else _RoundFaults()
-        manifest = self._write_manifest(
-            workdir, round_id, [count for _, count in value_files], min_batch, deadline_seconds
-        )
+        counts = [count for _, count in value_files]
+        if options.browser_clients:
+            counts.append(options.browser_clients)
+        manifest = self._write_manifest(workdir, round_id, counts, min_batch, deadline_seconds)
         plan = _RoundPlan(
             round_id=round_id,
             n=n,
-            processes=processes,
+            processes=len(counts),
             truth=np.bincount(true_values, minlength=options.k),
             min_batch=min_batch,
             deadline_seconds=deadline_seconds,
@@ -498,6 +532,11 @@ class PipelineSession:
         for index, (path, count) in enumerate(value_files):
             args = _client_args(options, plan, common, index, path, count)
             plan.specs.append((f"clients-{index}", args))
+        if options.browser_clients:
+            plan.browser = _BrowserPlan(
+                process=processes, values=true_values[n - options.browser_clients :]
+            )
+        plan.manifest = manifest
         return plan
 
     def _write_manifest(
@@ -564,6 +603,8 @@ class PipelineSession:
             try:
                 for name, args in plan.specs:
                     children.append(await _spawn(name, args, plan.workdir))
+                if plan.browser is not None:
+                    await self._launch_browser(plan, children)
                 fault = plan.faults.fault(plan)
                 timeout = options.timeout_for(plan.n)
                 report, seen = await _watch(
@@ -578,6 +619,48 @@ class PipelineSession:
             # Nothing to clear: each stage clears its own status when it ends (or its will
             # does), and the report stays, written once (the monitor may write nothing).
         return _RoundOutcome(report, seen, fault, launched, finished)
+
+    async def _launch_browser(self, plan: _RoundPlan, children: list[_Child]) -> None:
+        """The WebSocket bridge, then the browser driver with the browser's client process
+        (simulations/pipeline/browser.py), both into ``children``."""
+        from shuffledp.simulations.pipeline import browser
+
+        assert plan.browser is not None and self._keys is not None
+        tools = browser.find_tools()
+        bridge_log = plan.workdir / "websockify.log"
+        process, ws_url = await browser.start_bridge(tools, self.broker_url, bridge_log)
+        children.append(_Child(BRIDGE, process, bridge_log))
+        plan.browser.bridge = browser.bridge_label(self.broker_url, ws_url)
+        name = f"clients-{plan.browser.process}"
+        auth = self.options.auth
+        config = browser.write_config(
+            plan.workdir / "browser.json",
+            tools=tools,
+            ws_url=ws_url,
+            manifest=plan.manifest,
+            trusted_coordinator=load_public_directory(self._keys).verify_key(COORDINATOR),
+            round_id=plan.round_id,
+            processes=[
+                {
+                    "name": name,
+                    "username": name if auth else None,
+                    "password": load_password(self._keys, name) if auth else None,
+                    "processKey": load_process_credentials(
+                        self._keys, plan.browser.process
+                    ).key.hex()
+                    if auth
+                    else None,
+                    "values": [int(v) for v in plan.browser.values],
+                }
+            ],
+            accept_loss=self.options.accept_loss,
+            out=plan.workdir / "browser-summary.json",
+        )
+        children.append(
+            await _spawn_command(
+                "browser", [tools.node, str(tools.driver), str(config)], plan.workdir
+            )
+        )
 
     def _final_report(
         self,
@@ -634,8 +717,18 @@ class PipelineSession:
         )
 
     def _simulation_info(self, plan: _RoundPlan, dataset_label: str) -> SimulationInfo:
-        """The run's facts: broker, hops, processes, dataset, seed, keys, authentication."""
+        """The run's facts: broker, hops, processes, dataset, seed, keys, authentication, and
+        what ran in the browser."""
         options = self.options
+        browser_info = None
+        if plan.browser is not None:
+            from shuffledp.simulations.pipeline.browser import read_summary
+
+            browser_info = read_summary(
+                plan.workdir / "browser-summary.json",
+                clients=int(plan.browser.values.size),
+                bridge=plan.browser.bridge,
+            )
         return SimulationInfo(
             broker=self._broker_label,
             n_hops=options.hops,
@@ -649,6 +742,7 @@ class PipelineSession:
             else "none (--no-auth)",
             deadline_seconds=plan.deadline_seconds,
             min_batch=plan.min_batch,
+            browser=browser_info,
         )
 
 
@@ -718,6 +812,16 @@ def _write_value_files(
 
 
 @dataclass(slots=True, kw_only=True)
+class _BrowserPlan:
+    """The browser's client process of a round: its index, its clients' true values, and
+    (once launched) the bridge's label."""
+
+    process: int
+    values: npt.NDArray[Any]
+    bridge: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class _RoundPlan:
     """One round's launch: its size, the client processes, the true histogram, the hops'
     minimum batch and deadline, the faults to inject, and ``specs`` (stage name, arguments)
@@ -732,6 +836,8 @@ class _RoundPlan:
     workdir: Path
     faults: _RoundFaults
     specs: list[tuple[str, list[str]]] = field(default_factory=list)
+    browser: _BrowserPlan | None = None
+    manifest: Path = Path()
 
 
 @dataclass(frozen=True, slots=True)
@@ -901,13 +1007,14 @@ def clients_per_process(n: int, client_processes: int) -> int:
 
 
 async def _spawn(name: str, args: list[str], workdir: Path) -> _Child:
+    return await _spawn_command(name, [sys.executable, "-m", "shuffledp", *args], workdir)
+
+
+async def _spawn_command(name: str, command: list[str], workdir: Path) -> _Child:
     log_path = workdir / f"{name}.log"
     with open(log_path, "wb") as log:
         process = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "shuffledp",
-            *args,
+            *command,
             stdin=asyncio.subprocess.DEVNULL,
             stdout=asyncio.subprocess.DEVNULL,
             stderr=log,
