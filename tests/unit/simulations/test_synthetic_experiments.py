@@ -18,7 +18,13 @@ from scipy import stats
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
 from shuffledp.analyzer.baseline import analytic_gaussian_sigma
-from shuffledp.simulations.experiments import fig_2, plots, synthetic_common, table_5
+from shuffledp.simulations.experiments import (
+    fig_2,
+    figure_style,
+    plots,
+    synthetic_common,
+    table_5,
+)
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
 from shuffledp.simulations.experiments.fastpath import run_spec
 
@@ -60,7 +66,7 @@ def fig2(
     tmp_path_factory: pytest.TempPathFactory, fig2_drawn: dict[str, Drawn]
 ) -> tuple[ExperimentOutput, Path]:
     out = tmp_path_factory.mktemp("fig-2")
-    save = plots.save_figure
+    save = figure_style.save_figure  # what plots calls (it imports it)
 
     def recording(fig: Any, path: Path) -> tuple[Path, Path]:
         axes = [ax for ax in fig.axes if ax.get_title()]
