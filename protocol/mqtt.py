@@ -59,6 +59,18 @@ _SCHEME_PORTS = {"mqtt": DEFAULT_PORT, "mqtts": DEFAULT_TLS_PORT}
 # in flight that is the intended state, so its logger only passes errors.
 _QUIET = logging.getLogger("shuffledp.mqtt")
 _QUIET.setLevel(logging.ERROR)
+#: paho's own lines for a connection that breaks (it logs them at ERROR while it hands the loss
+#: to aiomqtt). Every such loss reaches our code as an MqttError, which the caller turns into
+#: its one line (or a reconnection): printed, they would be a second, library-worded line.
+_PAHO_LOSS_LINES = ("failed to receive on socket", "timeout on socket", "Client is not connected")
+
+
+def _not_a_connection_loss(record: logging.LogRecord) -> bool:
+    """A logging filter for ``_QUIET``: drop paho's connection-loss lines, keep the rest."""
+    return not str(record.msg).startswith(_PAHO_LOSS_LINES)
+
+
+_QUIET.addFilter(_not_a_connection_loss)
 #: Says when a connection is lost and re-established (``reconnect_timeout``).
 _RECONNECT_LOG = logging.getLogger("shuffledp.reconnect")
 
@@ -441,6 +453,9 @@ class MqttTransport:
         self._connected_since = time.monotonic()  # when the current connection was opened
         self._lock: InstanceLock | None = None  # this machine's lock, while connected
         self._reconnecting: asyncio.Lock | None = None
+        # (generation, error) once a reconnection has given up: every other task that noticed
+        # the same loss raises that error instead of retrying (and logging) once more.
+        self._gave_up: tuple[int, MqttConnectionError] | None = None
         self._subscriptions: list[str] = []
         # ids of messages received on a connection since lost, with that connection's epoch
         self._stale: dict[int, int] = {}
@@ -699,6 +714,8 @@ class MqttTransport:
         async with self._reconnecting:
             if self._generation != generation:
                 return  # another task reconnected meanwhile
+            if self._gave_up is not None and self._gave_up[0] == generation:
+                raise MqttConnectionError(str(self._gave_up[1])) from lost
             if self._superseded is not None:
                 raise IdentityInUseError(self._superseded) from lost
             if self.exclusive:
@@ -718,10 +735,12 @@ class MqttTransport:
                 except _TRANSIENT as exc:
                     await self._drop_client()
                     if time.monotonic() + pause > give_up:
-                        raise MqttConnectionError(
+                        error = MqttConnectionError(
                             f"{failure}: {_one_line(lost)}; not reconnected within "
                             f"{self.reconnect_timeout:g} s: {_one_line(exc)}"
-                        ) from exc
+                        )
+                        self._gave_up = (generation, error)
+                        raise error from exc
                     await asyncio.sleep(pause)
                     pause = min(2 * pause, 2.0)
             self._generation += 1

@@ -10,7 +10,8 @@ keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
     │   ├── security.tls.TlsError
     │   ├── protocol.journal.JournalError
     │   ├── protocol.manifest.ManifestError
-    │   └── simulations.data.checkins.CheckInReadError
+    │   ├── simulations.data.checkins.CheckInReadError
+    │   └── simulations.data.fetch.DataMissingError   no check-in data: the line says how to get it
     ├── OutsideConditionsError      a bound asked outside the conditions it holds in  [exit 2]
     │   └── accountant.gsum.TooLargeError
     ├── RejectedMessage             a message from the network refused by a stage; counted

@@ -162,10 +162,11 @@ def _check_args(args: argparse.Namespace, names: list[str]) -> tuple[list[str], 
 
 def _check_data(args: argparse.Namespace, selected: list[str]) -> dict[str, str]:
     """Find every check-in file now, before any experiment starts: a missing one is one line
-    naming `shuffledp data fetch gowalla` (ExperimentError, exit status 1), not a failure after
+    naming `shuffledp data fetch gowalla` (DataMissingError, exit status 2), not a failure after
     the experiments before it have run. ``all`` skips the experiments that need check-ins
     instead (returned: name -> why), unless --strict: then the line says that nothing ran and
     names the experiments that need no check-ins (they run by name)."""
+    from shuffledp.simulations.data.fetch import DataMissingError
     from shuffledp.simulations.experiments.base import ExperimentError
     from shuffledp.simulations.experiments.gowalla_data import (
         GOWALLA_EXPERIMENTS,
@@ -177,13 +178,13 @@ def _check_data(args: argparse.Namespace, selected: list[str]) -> dict[str, str]
         return {}
     try:
         check_data(tuple(SETUPS.values()), args.dataset, args.data_dir)
-    except ExperimentError as exc:
+    except (DataMissingError, ExperimentError) as exc:
         if args.name != ALL:
             raise
         if not args.strict:
             return {name: str(exc) for name in selected if name in GOWALLA_EXPERIMENTS}
         others = [name for name in selected if name not in GOWALLA_EXPERIMENTS]
-        raise ExperimentError(
+        raise (DataMissingError if isinstance(exc, DataMissingError) else ExperimentError)(
             f"nothing was run: {', '.join(GOWALLA_EXPERIMENTS)} need check-in data ({exc}); "
             f"the others run by name ({', '.join(others)}) or without --strict"
         ) from None

@@ -302,6 +302,13 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         region = region_from_options(args.region, args.box, args.grid)
     spec = parse_dataset_spec(args.dataset)
     if spec.path is not None and spec.path != "-":
+        if spec.kind == "gowalla" and not Path(spec.path).exists():
+            from shuffledp.simulations.data.fetch import DataMissingError, fetch_command
+
+            raise DataMissingError(
+                f"--dataset {spec.path}: no such file (the Gowalla check-ins: run "
+                f"`{fetch_command()}`, then --dataset gowalla)"
+            )
         check_input_file("--dataset", Path(spec.path))
     k = args.k
     if k is None:

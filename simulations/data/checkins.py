@@ -283,8 +283,15 @@ class CheckInReader:
             try:
                 handle = open(path, "rb")  # noqa: SIM115 (closed in the finally below)
             except OSError as exc:
+                hint = ""
+                if isinstance(exc, FileNotFoundError):
+                    from shuffledp.simulations.data.fetch import fetch_command
+
+                    hint = (
+                        f" (the Gowalla check-ins: `{fetch_command()}` prints where it saved them)"
+                    )
                 raise CheckInReadError(
-                    f"cannot read the check-in file {path}: {exc.strerror or exc}"
+                    f"cannot read the check-in file {path}: {exc.strerror or exc}{hint}"
                 ) from None
             try:
                 yield from self._binary_lines(_maybe_gunzip(handle))

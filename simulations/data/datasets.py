@@ -351,10 +351,11 @@ def parse_dataset_spec(spec: str) -> DatasetSpec:
 
 def _fetched_gowalla() -> str:
     """The SNAP file cached by ``shuffledp data fetch gowalla``, checked against its recorded
-    SHA-256 and size; FetchError (one line naming the command) if it is not there."""
+    SHA-256 and size; DataMissingError (one line naming the command, exit status 2) if it is
+    not there."""
     from shuffledp.simulations.data.fetch import (
         GOWALLA,
-        FetchError,
+        DataMissingError,
         cache_dir,
         fetch_command,
         verify_cached,
@@ -362,7 +363,7 @@ def _fetched_gowalla() -> str:
 
     path = verify_cached(GOWALLA)
     if path is None:
-        raise FetchError(
+        raise DataMissingError(
             f"--dataset gowalla reads the file of `{fetch_command()}`, which is not in "
             f"{cache_dir()}: run that command first, or give gowalla:PATH"
         )

@@ -48,6 +48,7 @@ __all__ = [
     "CACHE_ENV",
     "DATASETS",
     "GOWALLA",
+    "DataMissingError",
     "FetchError",
     "FetchResult",
     "FileRecord",
@@ -82,6 +83,12 @@ def _check_hex(field: str, value: str | None, length: int) -> None:
 class FetchError(OperationalError):
     """A download failed (unreachable server, HTTP error, body cut short); one line, naming the
     URL, what was kept (a ``.part`` file to resume from, or nothing) and what to do."""
+
+
+class DataMissingError(InvalidParameterError):
+    """Check-in data a command needs is not there (no fetched file, no slice in ``--data-dir``,
+    no ``--dataset`` file): bad input like a missing file (exit status 2), one line saying how
+    to get it (``shuffledp data fetch gowalla``, ``--data-dir``)."""
 
 
 class IntegrityError(FetchError):

@@ -10,7 +10,8 @@ run count for Fig. 2; ours is :data:`FULL_RUNS` per n (fresh data every run).
 Settings (:mod:`.settings`, one figure and one CSV each): ``paper``, ``honest``, ``amplified``
 (see :mod:`.synthetic_common`). Outputs: ``fig-2-<setting>.csv`` (one row per n and run;
 :data:`COLUMNS`), ``fig-2-<setting>.png/.svg`` (panel (a): all estimators, (b): Gaussian and
-shuffle+INV only, as the paper's (a) and (b); a strip below with each mechanism's eps), and
+shuffle+INV only, as the paper's (a) and (b); the paper's quoted TV values as stars, legend
+"paper, Sec. V.C"; a strip below with each mechanism's eps), and
 ``SUMMARY-fig-2.md``.
 """
 
@@ -35,7 +36,17 @@ from shuffledp.simulations.experiments.synthetic_common import (
 )
 from shuffledp.validation import require_int
 
-__all__ = ["COLUMNS", "ESTIMATORS", "FULL_NS", "FULL_RUNS", "PUBLISHED", "QUICK_NS", "run"]
+__all__ = [
+    "COLUMNS",
+    "ESTIMATORS",
+    "FULL_NS",
+    "FULL_RUNS",
+    "PUBLISHED",
+    "QUICK_NS",
+    "QUOTED_AS",
+    "quoted_points",
+    "run",
+]
 
 NAME = "fig-2"
 #: Table III's n values plus points between them on the log axis.
@@ -71,6 +82,17 @@ COLUMNS: tuple[str, ...] = (
 )
 #: The paper's TV values (Section V.C text): n -> (Gaussian, shuffle+INV).
 PUBLISHED: dict[int, tuple[float, float]] = {1_000: (0.014, 0.026), 100_000: (0.0001, 0.0048)}
+#: How the figures' legend names them (stars over both panels, every setting: the paper's
+#: numbers are for its own setting, drawn elsewhere as the reference they are).
+QUOTED_AS = "paper, Sec. V.C"
+
+
+def quoted_points() -> dict[str, list[tuple[float, float]]]:
+    """:data:`PUBLISHED` as the figure's overlay: series label -> (n, TV) points."""
+    return {
+        label: [(float(n), pair[column]) for n, pair in sorted(PUBLISHED.items())]
+        for column, label in enumerate(("Gaussian", "shuffle+INV"))
+    }
 
 
 def run(context: ExperimentContext) -> ExperimentOutput:
@@ -119,10 +141,17 @@ def _figure(
         "shuffle (k-RR eps0)": [float(first[n]["eps0"]) for n in ns],
     }
     x = tuple(float(n) for n in ns)
+    quoted = quoted_points()
     panels = [
-        RunsPanel("(a) all estimators", x, series(list(ESTIMATORS)), eps=eps),
-        RunsPanel("(b) Gaussian and shuffle+INV", x, series(["Gaussian", "shuffle+INV"]), eps=eps),
-    ]
+        RunsPanel(
+            "(a) all estimators", x, series(list(ESTIMATORS)), eps=eps, quoted=quoted,
+            quoted_as=QUOTED_AS,
+        ),
+        RunsPanel(
+            "(b) Gaussian and shuffle+INV", x, series(["Gaussian", "shuffle+INV"]), eps=eps,
+            quoted=quoted, quoted_as=QUOTED_AS,
+        ),
+    ]  # fmt: skip
     return runs_plot(
         out / f"{NAME}-{setting}.png",
         panels,

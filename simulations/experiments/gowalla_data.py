@@ -36,6 +36,7 @@ from shuffledp.simulations.data.checkins import (
 )
 from shuffledp.simulations.data.fetch import (
     GOWALLA,
+    DataMissingError,
     FetchError,
     cache_dir,
     fetch_command,
@@ -139,7 +140,8 @@ def find_dataset(setup: RegionSetup, given: object, data_dir: Path | None) -> Pa
     """The check-in file to read, the first of: ``given`` (``--dataset``); ``setup.default_file``
     in ``data_dir`` (``--data-dir``); the SNAP file in the cache of ``shuffledp data fetch
     gowalla``, checked against its recorded SHA-256 and size; the slice in the repository's
-    sibling ``shared/data``. ExperimentError, one line naming the fetch command, if none."""
+    sibling ``shared/data``. DataMissingError (exit status 2), one line naming the fetch command
+    and ``--data-dir``, if none."""
     if given is not None:
         if not isinstance(given, str | Path) or not str(given):
             raise ExperimentError(
@@ -147,12 +149,12 @@ def find_dataset(setup: RegionSetup, given: object, data_dir: Path | None) -> Pa
             )
         path = Path(given)
         if not path.is_file():
-            raise ExperimentError(f"{setup.name}: the check-in file {path} does not exist")
+            raise DataMissingError(f"{setup.name}: the check-in file {path} does not exist")
         return path
     if data_dir is not None:
         path = data_dir / setup.default_file
         if not path.is_file():
-            raise ExperimentError(
+            raise DataMissingError(
                 f"{setup.name}: the check-in file {path} does not exist; pass --data-dir with "
                 f"the folder holding {setup.default_file}, give another file (SNAP or lat,lon) "
                 f"with --dataset FILE, or leave both out to use the file of `{fetch_command()}`"
@@ -167,7 +169,7 @@ def find_dataset(setup: RegionSetup, given: object, data_dir: Path | None) -> Pa
     slice_path = _default_data_dir() / setup.default_file
     if slice_path.is_file():
         return slice_path
-    raise ExperimentError(
+    raise DataMissingError(
         f"{setup.name}: no check-in data: run `{fetch_command()}` (the SNAP file, "
         f"{GOWALLA.size or 0:,} bytes, into {cache_dir()}), or pass --data-dir DIR (the lat,lon "
         f"slices) or --dataset FILE"
@@ -176,7 +178,7 @@ def find_dataset(setup: RegionSetup, given: object, data_dir: Path | None) -> Pa
 
 def check_data(setups: tuple[RegionSetup, ...], given: object, data_dir: Path | None) -> None:
     """Find every region's file now (``shuffledp experiment`` calls this before any experiment
-    runs): a missing one is one ExperimentError line naming the fetch command."""
+    runs): a missing one is one DataMissingError line naming the fetch command."""
     for setup in setups:
         find_dataset(setup, given, data_dir)
 

@@ -158,15 +158,25 @@ BOX_MIN_RUNS = 10
 class RunsPanel:
     """One panel of :func:`runs_plot`. ``values[series][i]``: the runs' values at ``x[i]``
     (an empty sequence: nothing measured there). ``eps[series][i]``: the eps that series ran
-    at, at ``x[i]`` (drawn in a strip below; None: no strip)."""
+    at, at ``x[i]`` (drawn in a strip below; None: no strip). ``quoted[series]``: (x, value)
+    points a paper quotes for that series, drawn as stars in the series' colour with one legend
+    entry each, ``"<series>: <quoted_as>"``."""
 
     title: str
     x: tuple[float, ...]
     values: Mapping[str, Sequence[Sequence[float]]]
     eps: Mapping[str, Sequence[float]] | None = None
+    quoted: Mapping[str, Sequence[tuple[float, float]]] | None = None
+    quoted_as: str = "quoted"
 
     def __post_init__(self) -> None:
-        check_legend_size(len(self.values), self.title)
+        check_legend_size(len(self.values) + len(self.quoted or {}), self.title)
+        for label in self.quoted or {}:
+            if label not in self.values:
+                raise InvalidParameterError(
+                    f"quoted values for {label!r} in panel {self.title!r}, which has no such "
+                    f"series ({', '.join(self.values)})"
+                )
         for label, per_x in self.values.items():
             if len(per_x) != len(self.x):
                 raise InvalidParameterError(
@@ -229,7 +239,20 @@ def _draw_runs(ax: Any, panel: RunsPanel, *, logx: bool) -> int:
             draw_runs_at(ax, position, values, boxes=boxes, width=width * 0.85, style=style)
         ax.plot([], [], color=style.colour, marker=style.marker, linestyle=style.linestyle,
                 label=label)  # fmt: skip
+    _draw_quoted(ax, panel)
     return drawn
+
+
+def _draw_quoted(ax: Any, panel: RunsPanel) -> None:
+    """A paper's quoted values as stars at their true x, in their series' colour."""
+    series = list(panel.values)
+    for label, points in (panel.quoted or {}).items():
+        style = series_style(label, series.index(label))
+        ax.plot(
+            [x for x, _ in points], [y for _, y in points], linestyle="none", marker="*",
+            markersize=13, markerfacecolor=style.colour, markeredgecolor="black", zorder=5,
+            label=f"{label}: {panel.quoted_as}",
+        )  # fmt: skip
 
 
 def draw_runs_at(

@@ -108,7 +108,8 @@ def test_simulate_histogram_spec_is_exact() -> None:
         ),
         (
             ["--dataset=gowalla:/no/such/file.txt", "--region", "sf"],
-            "--dataset /no/such/file.txt: no such file",
+            "--dataset /no/such/file.txt: no such file (the Gowalla check-ins: run "
+            "`shuffledp data fetch gowalla`, then --dataset gowalla)",
         ),
         (["--dataset", "uniform", "--region", "sf"], "applies to gowalla:PATH only"),
         (["--dataset", "histogram:1,2", "--n", "4"], "n = 4 conflicts"),

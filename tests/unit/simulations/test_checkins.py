@@ -410,7 +410,10 @@ def test_a_reader_makes_one_pass() -> None:
 
 def test_unreadable_sources_are_clear_errors(tmp_path: Path) -> None:
     missing = tmp_path / "missing.txt"
-    with pytest.raises(CheckInReadError, match=r"cannot read the check-in file .*missing\.txt"):
+    with pytest.raises(
+        CheckInReadError,
+        match=r"cannot read the check-in file .*missing\.txt.*`shuffledp data fetch gowalla`",
+    ):
         list(CheckInReader(missing))
     with pytest.raises(CheckInReadError, match="cannot read the check-in file"):
         list(CheckInReader(tmp_path))

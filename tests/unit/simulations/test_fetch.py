@@ -27,6 +27,7 @@ from shuffledp.simulations.data.datasets import parse_dataset_spec, resolve_data
 from shuffledp.simulations.data.fetch import (
     CACHE_ENV,
     GOWALLA,
+    DataMissingError,
     FetchError,
     FileRecord,
     IntegrityError,
@@ -430,7 +431,7 @@ def test_experiments_without_data_stop_before_any_work(
     # test_gowalla_data.py)
     code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet", "--strict"])
     captured = capsys.readouterr()
-    assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
     assert "run `shuffledp data fetch gowalla`" in captured.err
     assert str(no_data) in captured.err
     assert not out.exists()  # not even the first experiment (table-2) ran
@@ -489,15 +490,15 @@ def test_simulate_dataset_gowalla_reads_the_fetched_file(
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     """``--dataset gowalla`` (no path): the cached file, checked; without it one line naming
-    the fetch command, exit 1, before any work (no key folder, no broker, no process)."""
-    with pytest.raises(FetchError, match=r"run that command first") as caught:
+    the fetch command, exit 2, before any work (no key folder, no broker, no process)."""
+    with pytest.raises(DataMissingError, match=r"run that command first") as caught:
         parse_dataset_spec("gowalla")
     assert "`shuffledp data fetch gowalla`" in str(caught.value) and str(no_data) in str(
         caught.value
     )
     code = main(["simulate", "--dataset", "gowalla", "--region", "paris", "--quiet"])
     err = capsys.readouterr().err
-    assert code == 1 and err.count("\n") == 1 and "shuffledp data fetch gowalla" in err
+    assert code == 2 and err.count("\n") == 1 and "shuffledp data fetch gowalla" in err
     _, url = server
     path = fetch(_remote(url)).path
     assert parse_dataset_spec("gowalla").path == str(path)

@@ -14,7 +14,7 @@ import pytest
 
 from shuffledp.cli import main
 from shuffledp.errors import InvalidParameterError
-from shuffledp.simulations.data.fetch import CACHE_ENV
+from shuffledp.simulations.data.fetch import CACHE_ENV, DataMissingError
 from shuffledp.simulations.data.regions import PRESETS
 from shuffledp.simulations.experiments import fig_4_5, gowalla_rounds, table_6
 from shuffledp.simulations.experiments import gowalla_data as gd
@@ -192,7 +192,7 @@ def test_without_data_each_experiment_stops_with_one_line_naming_the_fetch_comma
     out = tmp_path / "out"
     code = main(["experiment", name, "--quick", "--out", str(out), "--quiet"])
     captured = capsys.readouterr()
-    assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
     assert "run `shuffledp data fetch gowalla`" in captured.err
     assert not out.exists()  # before any work
 
@@ -200,12 +200,12 @@ def test_without_data_each_experiment_stops_with_one_line_naming_the_fetch_comma
 def test_without_data_all_strict_stops_before_any_work_naming_fetch_and_the_runnable_ones(
     no_data: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """`all --strict` holds the check-in experiments: with no data nothing runs (exit 1), and the
+    """`all --strict` holds the check-in experiments: with no data nothing runs (exit 2), and the
     one line names the fetch command, --data-dir and the experiments that run without data."""
     out = tmp_path / "out"
     code = main(["experiment", "all", "--quick", "--out", str(out), "--quiet", "--strict"])
     captured = capsys.readouterr()
-    assert code == 1 and captured.out == "" and captured.err.count("\n") == 1
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
     assert (
         "nothing was run" in captured.err and "run `shuffledp data fetch gowalla`" in captured.err
     )
@@ -254,11 +254,31 @@ def test_without_data_all_runs_the_others_and_lists_the_skipped_ones_and_why(
 
 
 def test_a_missing_slice_in_data_dir_is_one_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(ExperimentError, match=r"gowalla-sf-latlon\.csv does not exist.*--data-dir"):
+    with pytest.raises(
+        DataMissingError, match=r"gowalla-sf-latlon\.csv does not exist.*--data-dir"
+    ):
         gd.find_dataset(gd.SF, None, tmp_path)
     missing = tmp_path / "missing.csv"
-    with pytest.raises(ExperimentError, match=f"{missing} does not exist"):
+    with pytest.raises(DataMissingError, match=f"{missing} does not exist"):
         gd.find_dataset(gd.PARIS, str(missing), None)
+
+
+@pytest.mark.parametrize("name", ["fig-6", "all"])
+def test_an_empty_data_dir_is_bad_input_exit_2_saying_how_to_get_the_data(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Missing check-in data is bad input like any missing file (exit status 2, as elsewhere),
+    one line naming the fetch command and --data-dir; nothing runs (all: with --strict)."""
+    empty, out = tmp_path / "empty", tmp_path / "out"
+    empty.mkdir()
+    strict = ["--strict"] if name == "all" else []
+    argv = ["experiment", name, "--quick", "--quiet", "--data-dir", str(empty), "--out", str(out)]
+    code = main([*argv, *strict])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and captured.err.count("\n") == 1
+    assert "--data-dir" in captured.err and "`shuffledp data fetch gowalla`" in captured.err
+    assert str(empty / "gowalla-sf-latlon.csv") in captured.err
+    assert not out.exists()
 
 
 @pytest.mark.slow

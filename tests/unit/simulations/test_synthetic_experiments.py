@@ -18,7 +18,13 @@ from scipy import stats
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
 from shuffledp.analyzer.baseline import analytic_gaussian_sigma
-from shuffledp.simulations.experiments import fig_2, synthetic_common, table_5
+from shuffledp.simulations.experiments import (
+    fig_2,
+    figure_style,
+    plots,
+    synthetic_common,
+    table_5,
+)
 from shuffledp.simulations.experiments.base import ExperimentContext, ExperimentOutput
 from shuffledp.simulations.experiments.fastpath import run_spec
 
@@ -45,10 +51,41 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(handle))
 
 
+#: What a figure drew, per panel: (panel title, line label, x, y) and the legend's texts.
+Drawn = tuple[list[tuple[str, str, list[float], list[float]]], dict[str, list[str]]]
+
+
 @pytest.fixture(scope="module")
-def fig2(tmp_path_factory: pytest.TempPathFactory) -> tuple[ExperimentOutput, Path]:
+def fig2_drawn() -> dict[str, Drawn]:
+    """Filled by ``fig2``: every figure it saved, by file stem."""
+    return {}
+
+
+@pytest.fixture(scope="module")
+def fig2(
+    tmp_path_factory: pytest.TempPathFactory, fig2_drawn: dict[str, Drawn]
+) -> tuple[ExperimentOutput, Path]:
     out = tmp_path_factory.mktemp("fig-2")
-    return fig_2.run(_context(out)), out
+    save = figure_style.save_figure  # what plots calls (it imports it)
+
+    def recording(fig: Any, path: Path) -> tuple[Path, Path]:
+        axes = [ax for ax in fig.axes if ax.get_title()]
+        lines = [
+            (ax.get_title(), str(line.get_label()), [*map(float, line.get_xdata())],
+             [*map(float, line.get_ydata())])
+            for ax in axes for line in ax.get_lines()
+        ]  # fmt: skip
+        legends = {
+            ax.get_title(): [text.get_text() for text in ax.get_legend().get_texts()]
+            for ax in axes
+            if ax.get_legend() is not None
+        }
+        fig2_drawn[Path(path).stem] = (lines, legends)
+        return save(fig, path)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(plots, "save_figure", recording)
+        return fig_2.run(_context(out)), out
 
 
 @pytest.fixture(scope="module")
@@ -84,6 +121,30 @@ def _check_sigma_and_summary(rows: list[dict[str, str]], summary: str) -> None:
         exact = analytic_gaussian_sigma(eps, delta)
         assert float(row["gaussian_sigma"]) == pytest.approx(exact, rel=1e-8)
         assert f"({eps:.4g}, {delta:.3g}) | {float(row['gaussian_sigma']):.4g}" in summary
+
+
+def test_fig2_overlays_the_papers_quoted_tv_values_with_a_legend_entry(
+    fig2: tuple[ExperimentOutput, Path], fig2_drawn: dict[str, Drawn]
+) -> None:
+    """Both panels of every setting's figure draw the TV values the paper quotes in its
+    Section V.C (Biswas, Jung, Palamidessi, FPS 2023, the text on Fig. 2: Gaussian and
+    shuffle+INV at n = 1,000 and 100,000), exactly, at their n, each series named in the
+    legend."""
+    quoted = {
+        "Gaussian": [(1_000.0, 0.014), (100_000.0, 0.0001)],
+        "shuffle+INV": [(1_000.0, 0.026), (100_000.0, 0.0048)],
+    }
+    expected = {f"{label}: paper, Sec. V.C": points for label, points in quoted.items()}
+    for setting in SETTINGS:
+        lines, legends = fig2_drawn[f"fig-2-{setting}"]
+        for title in ("(a) all estimators", "(b) Gaussian and shuffle+INV"):
+            stars = {
+                label: list(zip(x, y, strict=True))
+                for panel, label, x, y in lines
+                if panel == title and "paper" in label
+            }
+            assert stars == expected, (setting, title)
+        assert set(expected) <= set(legends["(a) all estimators"])
 
 
 def test_fig2_gaussian_sigma_is_the_analytic_calibration_the_summary_states(
