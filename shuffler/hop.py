@@ -348,6 +348,14 @@ class HopRound:
         except RejectedMessage as exc:
             return exc.reason
 
+    def drain(self) -> list[bytes]:
+        """The messages accepted since the last drain, in the order they were accepted, no
+        longer held (a peeler of a hop of several processes streams them to its mixer, which
+        permutes the whole batch: shuffler/workers.py). A drained message is still counted as
+        accepted; ``close`` releases only what was not drained."""
+        held, self._held = self._held, []
+        return held
+
     def close(self) -> HopOutput:
         """Release the batch, uniformly permuted; final (see the module docstring).
 
