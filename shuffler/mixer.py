@@ -262,6 +262,12 @@ def _account(
     log["frames_unsealable"] = intake.unsealable
     if len(upstream_ends) > 1 or len(chains) > 1:
         losses.append("the peelers took different upstream END statements")
+    if refused is None and not losses and intake.store.count < settings.min_batch:
+        refused = (
+            f"{settings.stage} of round {settings.round_id} must hold at least min_batch = "
+            f"{settings.min_batch} messages to release its batch, it accepted "
+            f"{intake.store.count}; nothing is released"
+        )
     if losses:
         log["loss"] = "; ".join(losses)
         log["loss_accepted"] = settings.accept_loss

@@ -75,6 +75,7 @@ from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import mix_topic, peeler_topic
 from shuffledp.protocol.transport import Transport
 from shuffledp.shuffler.hop import HopRound
+from shuffledp.shuffler.receipts import ReceiptDesk
 from shuffledp.shuffler.service import HopResult, HopSettings
 from shuffledp.validation import require_int
 
@@ -265,6 +266,7 @@ async def run_peeler(
         expected_size=hs.expected_size,
         min_batch=1,
         verifier=verifier,
+        client_share=(settings.workers, settings.worker) if verifier is not None else None,
     )
     item_length = message_length(hs.hop_index + 1, hs.n_hops)
     signer = FrameSigner(
@@ -296,6 +298,10 @@ async def _run_peeler(
     async with Stage(
         transport, prefix=hs.prefix, round_id=hs.round_id, name=name, downstream=mixer
     ) as stage:
+        desk = _desk(transport, settings, intake.hop)
+        if desk is not None:
+            stage.aside = desk
+            await stage.subscribe(desk.filter)
         await stage.subscribe(intake.ingress)
         await stage.await_downstream(hs.ready_timeout, who=f"{name}: its mixer {mixer}")
         started = await stage.announce_ready()
@@ -304,7 +310,11 @@ async def _run_peeler(
         )
         timed_out = await stage.collect(intake, clock)
         await intake.flush(final=True)
+        if desk is not None:
+            desk.close()
         log = _peeler_log(settings, intake, timed_out)
+        if desk is not None:
+            log.update(desk.log())
         statement, chain = _peeler_statement(settings, intake, log)
         end = encode_end(
             signer=signer,
@@ -314,8 +324,29 @@ async def _run_peeler(
         )
         topic = mix_topic(hs.prefix, hs.round_id, hs.hop_index)
         await transport.publish(topic, bytes(intake.sealer.box.encrypt(end)))
+        if desk is not None and desk.answers:
+            # Every client process of this peeler gets its final receipt before it is done.
+            settled = await stage.serve(desk.settled, hs.linger)
+            log.update(receipts_sent=desk.receipts_sent, receipts_settled=settled)
         await stage.announce("done", log=log)
     return HopResult(log=log, refused=None, stages={name: log})
+
+
+def _desk(transport: Transport, settings: PeelerSettings, hop: HopRound) -> ReceiptDesk | None:
+    """Hop 0's peeler answers the claims of its own client processes (receipts with client
+    authentication; without, it only notes what they say they sent)."""
+    hs = settings.hop
+    if hs.hop_index != 0:
+        return None
+    return ReceiptDesk(
+        transport,
+        prefix=hs.prefix,
+        round_id=hs.round_id,
+        hop=hop,
+        roster=hop.roster,
+        expected_size=hs.expected_size,
+        share=(settings.workers, settings.worker),
+    )
 
 
 def _peeler_log(settings: PeelerSettings, intake: _PeelIntake, timed_out: bool) -> dict[str, Any]:

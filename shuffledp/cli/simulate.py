@@ -93,7 +93,7 @@ def _add_size_arguments(p: argparse._ArgumentGroup) -> None:
 
 
 def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
-    """--round, --seed, --client-processes."""
+    """--round, --seed, --client-processes, --hop-workers."""
     p.add_argument(
         "--round",
         type=integer(0, MAX_ROUND_ID),
@@ -114,6 +114,14 @@ def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
         default=2,
         metavar="COUNT",
         help="client processes (at most --n)",
+    )
+    p.add_argument(
+        "--hop-workers",
+        type=integer(1, 256),
+        default=1,
+        metavar="W",
+        help="every hop as W peeling processes and one mixer (docs/hop-workers.md); 1: one "
+        "process per hop (default). At least W client processes are started",
     )
 
 
@@ -325,6 +333,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
         colluders=args.colluders,
+        hop_workers=args.hop_workers,
     )
 
 

@@ -149,6 +149,9 @@ class SimulationOptions:
     accept_loss: bool = False
     #: C of the round manifest: clients the guarantee withstands as colluders (``--colluders``).
     colluders: int = 0
+    #: W: every hop is W peelers and a mixer (``--hop-workers``, docs/hop-workers.md); 1: one
+    #: process per hop. The client processes are at least W (each peeler of hop 0 takes some).
+    hop_workers: int = 1
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -158,6 +161,12 @@ class SimulationOptions:
         # The accountant's range, checked before anything is launched.
         check_range(self.n if self.n is not None else 2, self.eps0)
         require_int("hops", self.hops, 1, 64)
+        require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
+        if self.hop_workers > 1 and (self.chaos or self.keys is not None):
+            raise InvalidParameterError(
+                "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
+                "and mixer keep no journal yet)"
+            )
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
@@ -364,6 +373,11 @@ class PipelineSession:
         self._keys: Path | None = None
 
     @property
+    def _client_processes(self) -> int:
+        """The client processes launched: at least one per peeler of hop 0."""
+        return max(self.options.client_processes, self.options.hop_workers)
+
+    @property
     def broker_url(self) -> str:
         if self._url is None:
             raise RuntimeError("PipelineSession is not running (use `async with`)")
@@ -381,8 +395,9 @@ class PipelineSession:
                 init_access(
                     self._keys,
                     hops=self.options.hops,
-                    client_processes=self.options.client_processes,
+                    client_processes=self._client_processes,
                     prefix=self.prefix,
+                    hop_workers=self.options.hop_workers,
                     # Each process's even share of every round: exactly the clients it hosts.
                     clients_per_process=EVEN_SHARE,
                 )
@@ -468,7 +483,7 @@ class PipelineSession:
         RoundRefusedError if n is below the minimum batch (then nothing is launched)."""
         options = self.options
         n = int(true_values.size)
-        processes = min(options.client_processes, n)
+        processes = min(self._client_processes, n)
         value_files = _write_value_files(true_values, processes, workdir)
         deadline_seconds = options.deadline_for(n)
         min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
@@ -494,7 +509,7 @@ class PipelineSession:
         common = [*self._common_args(round_id), "--manifest", str(manifest)]
         plan.specs.append(("analyzer", _analyzer_args(options, common)))
         for index in range(options.hops):
-            plan.specs.append((f"hop-{index}", _hop_args(options, plan, common, index)))
+            plan.specs.extend(_hop_specs(options, plan, common, index))
         for index, (path, count) in enumerate(value_files):
             args = _client_args(options, plan, common, index, path, count)
             plan.specs.append((f"clients-{index}", args))
@@ -523,6 +538,7 @@ class PipelineSession:
             delta=options.target_delta,
             colluders=options.colluders,
             client_auth=options.auth,
+            hop_workers=options.hop_workers,
         )
         return write_manifest(workdir / "manifest.json", signed)
 
@@ -762,6 +778,22 @@ def _hop_args(
     if options.seed is not None:
         hop_args += ["--seed", str(_child_seed(options.seed, plan.round_id, 1000 + index))]
     return hop_args + plan.faults.hop_args(plan)
+
+
+def _hop_specs(
+    options: SimulationOptions, plan: _RoundPlan, common: list[str], index: int
+) -> list[tuple[str, list[str]]]:
+    """Hop ``index``'s processes: one, or its mixer (``hop-I``) and W peelers (``hop-I-pP``)."""
+    args = _hop_args(options, plan, common, index)
+    workers = options.hop_workers
+    if workers == 1:
+        return [(f"hop-{index}", args)]
+    specs = [(f"hop-{index}", [*args, "--role", "mixer"])]
+    specs += [
+        (f"hop-{index}-p{p}", [*args, "--role", "peeler", "--worker", str(p)])
+        for p in range(workers)
+    ]
+    return specs
 
 
 def _client_args(
