@@ -76,7 +76,7 @@ from shuffledp.protocol.topics import mix_topic, peeler_topic
 from shuffledp.protocol.transport import Transport
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.receipts import ReceiptDesk
-from shuffledp.shuffler.service import HopResult, HopSettings
+from shuffledp.shuffler.service import FRAME_BURST, OFFER_CHUNK, HopResult, HopSettings
 from shuffledp.validation import require_int
 
 __all__ = [
@@ -174,7 +174,7 @@ class _PeelIntake:
     mapper: Any
     ingress: str
     per_frame: int
-    burst: int = 256
+    burst: int = OFFER_CHUNK  # as a one-process hop: client messages, or FRAME_BURST frames
     frames: int = 0
     forwarded: int = 0
     pending: list[bytes] = field(default_factory=list)
@@ -286,6 +286,7 @@ async def run_peeler(
             mapper=mapper,
             ingress=settings.ingress,
             per_frame=max(1, FRAME_BYTES // item_length),
+            burst=OFFER_CHUNK if hs.hop_index == 0 else FRAME_BURST,
         )
         return await _run_peeler(transport, settings, intake, signer)
 
