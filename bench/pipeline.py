@@ -92,8 +92,8 @@ def _role(cmdline: list[str]) -> str | None:
     if kind == "hop":
         index = re.search(r"--index (\d+)", rest)
         worker = re.search(r"--worker (\d+)", rest)
-        name = f"hop-{index.group(1) if index else '?'}"
-        return f"{name}-p{worker.group(1)}" if worker else name
+        hop = f"hop-{index.group(1) if index else '?'}"
+        return f"{hop}-p{worker.group(1)}" if worker else hop
     if kind == "clients":
         name = re.search(r"--name (\S+)", rest)
         return name.group(1) if name else "clients"
