@@ -271,10 +271,13 @@ async def run_clients(
         await _await_hop_0(stage, settings, authenticated=credentials is not None)
         started = time.monotonic()
         publisher = _publisher(transport, settings, sealer, rate=rate, started=started, wrap=wrap)
-        ledger = SentLedger(int(data.size))
-        await _send_all(stage, sealer, publisher, data, ledger)
-        seconds = time.monotonic() - started
-        delivery = await _deliver(stage, settings, ledger, credentials)
+        ledger = SentLedger(int(data.size))  # spilled to a temporary file
+        try:
+            await _send_all(stage, sealer, publisher, data, ledger)
+            seconds = time.monotonic() - started
+            delivery = await _deliver(stage, settings, ledger, credentials)
+        finally:
+            ledger.close()
         result = _sent_summary(publisher, seconds, sealer, authenticated=credentials is not None)
         await _conclude(stage, settings, result, delivery)
     logger.info(
