@@ -370,7 +370,8 @@ def _peeler_log(settings: PeelerSettings, intake: _PeelIntake, timed_out: bool) 
         log["upstream_end"] = assembler.statement_digest
         log["frames_rejected"] = dict(assembler.rejected)
         if share is None:
-            log["loss"] = f"{settings.stage}: its upstream's END never arrived"
+            upstream = f"hop-{settings.hop.hop_index - 1}"
+            log["loss"] = f"{upstream}'s END never reached {settings.stage}"
     log["should_have"] = should
     lost = max(0, should - hop.accepted - accounted)
     if lost:

@@ -6,6 +6,8 @@ What is checked (invariants, no statistics: k-RR and the mixers' permutations ar
   client processes' seeded k-RR draws, nothing rejected, nothing lost, and the chain of signed
   END statements verifies (the analyzer refuses a round whose chain breaks);
 - each mixer's statement says what its peelers accepted (their logs under ``workers``);
+- a peeler that crashes mid-round (cancelled) leaves its mixer without its END: the mixer
+  refuses the round at its deadline naming it;
 - a peeler whose share falls short ends at its deadline saying what it lacks; its mixer refuses
   the round with the loss's line naming that peeler, every later hop stops on the aborted END
   and the analyzer publishes no histogram.
@@ -167,3 +169,27 @@ def test_a_short_peeler_is_named_by_its_mixer_and_the_round_refused() -> None:
     report = results["analyzer"]
     assert "between clients and hop-0-p1" in report["error"]
     assert report["n_received"] == 0
+
+
+async def crash_after(stage: Coroutine[Any, Any, Any], seconds: float) -> str:
+    """Run ``stage`` and kill it (cancel) after ``seconds``, as a crash mid-round."""
+    try:
+        await asyncio.wait_for(stage, seconds)
+    except TimeoutError:
+        return "crashed"
+    return "finished"
+
+
+def test_a_peeler_that_crashes_mid_round_is_named_and_the_round_refused() -> None:
+    broker = MemoryBroker()
+    stages = worker_stages(broker, round_id=9, shares=[40, 50], deadline=1.0)
+    stages["hop-0-p1"] = crash_after(stages["hop-0-p1"], 0.3)  # before its share is complete
+    for p, n_sent in enumerate([40, 30]):
+        stages[f"clients-{p}"] = client_stage(
+            broker, values_for(n_sent), round_id=9, index=p, peeler=p
+        )
+    results = asyncio.run(run_all(stages))
+    assert results["hop-0-p1"] == "crashed"
+    assert results["hop-0"].refused == "hop-0-p1's END never reached hop-0"
+    assert "hop-0-p1's END never reached hop-0" in results["analyzer"]["error"]
+    assert results["analyzer"]["n_received"] == 0
