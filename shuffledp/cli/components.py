@@ -236,6 +236,12 @@ def _add_hop(subparsers: Any) -> None:
         "with the same arguments loses and duplicates nothing, and a broker restart is waited "
         f"out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
     )
+    _add_hop_role(hop)
+    hop.set_defaults(func=_run_hop)
+
+
+def _add_hop_role(hop: argparse.ArgumentParser) -> None:
+    """--role and --worker: one process of a hop that is several (docs/hop-workers.md)."""
     hop.add_argument(
         "--role",
         choices=("peeler", "mixer"),
@@ -248,7 +254,6 @@ def _add_hop(subparsers: Any) -> None:
         metavar="P",
         help="with --role peeler: this peeler's number, 0..W-1",
     )
-    hop.set_defaults(func=_run_hop)
 
 
 def _add_analyzer(subparsers: Any) -> None:

@@ -161,12 +161,7 @@ class SimulationOptions:
         # The accountant's range, checked before anything is launched.
         check_range(self.n if self.n is not None else 2, self.eps0)
         require_int("hops", self.hops, 1, 64)
-        require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
-        if self.hop_workers > 1 and (self.chaos or self.keys is not None):
-            raise InvalidParameterError(
-                "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
-                "and mixer keep no journal yet)"
-            )
+        self._check_hop_workers()
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
@@ -220,6 +215,14 @@ class SimulationOptions:
             )
         if self.keys is not None:
             self._check_key_directory()
+
+    def _check_hop_workers(self) -> None:
+        require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
+        if self.hop_workers > 1 and (self.chaos or self.keys is not None):
+            raise InvalidParameterError(
+                "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
+                "and mixer keep no journal yet)"
+            )
 
     def _check_colluders(self) -> None:
         if self.n is not None:
