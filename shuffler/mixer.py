@@ -36,7 +36,7 @@ from shuffledp.protocol.frames import (
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.runtime import NotReadyError, clear_state, publish_state
 from shuffledp.protocol.stage import CollectClock, Stage
-from shuffledp.protocol.topics import mix_topic, status_topic
+from shuffledp.protocol.topics import mix_topic, peeler_topic, status_topic
 from shuffledp.protocol.transport import Message, Transport, publish_all
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.external_shuffle import BucketShuffle, bucket_count
@@ -211,7 +211,7 @@ async def _run_mixer(
                 "buckets": intake.store.buckets,
             }
             release = _account(settings, workers, intake, log)
-            await _forward(stage, settings, intake, release, log)
+            await _forward(stage, settings, workers, intake, release, log)
         finally:
             await clear_state(transport, prefix, round_id, own)
     return HopResult(log=log, refused=release.refused, stages={settings.stage: log})
@@ -295,9 +295,18 @@ def _frames(
         yield len(chunk), signer.frame(KIND_DATA, seq, len(chunk), item_length, b"".join(chunk))
 
 
+def _data_topic(settings: HopSettings, workers: int, seq: int) -> str:
+    """Where data frame ``seq`` goes: the next hop's peeler ``seq mod W`` (each peeler receives
+    only its share: the broker carries each frame once), or the analyzer."""
+    if settings.hop_index + 1 == settings.n_hops:
+        return settings.egress
+    return peeler_topic(settings.prefix, settings.round_id, settings.hop_index + 1, seq % workers)
+
+
 async def _forward(
     stage: Stage,
     settings: HopSettings,
+    workers: int,
     intake: _MixIntake,
     release: _Release,
     log: dict[str, Any],
@@ -318,7 +327,10 @@ async def _forward(
             batch = await asyncio.to_thread(_next_frames, produced, 16)
             if not batch:
                 break
-            await publish_all(stage.transport, ((settings.egress, f) for _, f in batch))
+            await publish_all(
+                stage.transport,
+                ((_data_topic(settings, workers, frames + i), f) for i, (_, f) in enumerate(batch)),
+            )
             frames += len(batch)
             forwarded += sum(count for count, _ in batch)
     accepted = release.accepted
@@ -337,7 +349,9 @@ async def _forward(
     end = encode_end(
         signer=signer, item_length=item_length, statement=statement, upstream_chain=release.chain
     )
-    await stage.transport.publish(settings.egress, end)
+    ends = {_data_topic(settings, workers, p) for p in range(workers)}
+    for topic in sorted(ends):  # every peeler of the next hop reads the END
+        await stage.transport.publish(topic, end)
     await stage.announce("refused" if release.refused else "done", log=log)
 
 

@@ -8,10 +8,10 @@ the trust domain).
 
 - **Partition.** Hop 0's peeler ``P`` reads ``.../hop/0/w/P`` (``peeler_topic``): each client
   process sends there (simulate gives client process ``c`` to peeler ``c mod W``, a range of
-  client ids per peeler, which every broker supports). A later hop's peelers all read the hop's
-  ingress topic and peeler ``P`` takes the upstream's data frames numbered ``P mod W``
-  (:class:`ShareAssembler`; a frame's header is read, a frame of another peeler is neither
-  verified nor opened), and every peeler takes the END.
+  client ids per peeler, which every broker supports). At a later hop, the upstream mixer sends
+  its data frame ``s`` to peeler ``s mod W``'s topic (``.../hop/I/w/P``) and its END to every
+  peeler's, so the broker carries each frame once; peeler ``P`` takes the frames numbered
+  ``P mod W`` (:class:`ShareAssembler`, which also passes over any other frame unverified).
 - **Peelers** check and peel exactly as a one-process hop (:class:`~shuffledp.shuffler.hop.
   HopRound`: length, duplicates, batch-full, authentication, decryption), permute nothing and
   stream their output to the mixer as they go: frames signed with the hop's signing key under
@@ -223,10 +223,10 @@ class PeelerSettings:
 
     @property
     def ingress(self) -> str:
+        """``.../hop/I/w/P``: hop 0's clients of this share, or a later hop's share of its
+        upstream mixer's data frames and its END."""
         hop = self.hop
-        if hop.hop_index == 0:
-            return peeler_topic(hop.prefix, hop.round_id, 0, self.worker)
-        return hop.ingress
+        return peeler_topic(hop.prefix, hop.round_id, hop.hop_index, self.worker)
 
     def assembler(self) -> ShareAssembler | None:
         hop = self.hop

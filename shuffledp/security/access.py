@@ -176,7 +176,7 @@ def _worker_rules(root: str, n_hops: int, hop_workers: int) -> list[AccessRules]
     for i in range(n_hops):
         for p in range(hop_workers):
             stage = f"hop-{i}-p{p}"
-            ingress = (f"{root}/hop/0/w/{p}", f"{root}/claim/+") if i == 0 else (f"{root}/hop/{i}",)
+            ingress = (f"{root}/hop/{i}/w/{p}",) + ((f"{root}/claim/+",) if i == 0 else ())
             rules.append(
                 AccessRules(
                     identity=stage,
@@ -192,12 +192,16 @@ def _worker_rules(root: str, n_hops: int, hop_workers: int) -> list[AccessRules]
     return rules
 
 
-def _mixer_extras(root: str, i: int, hop_workers: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """(read, write) the account ``hop-i`` needs beyond a one-process hop's, as a mixer."""
+def _mixer_extras(
+    root: str, i: int, n_hops: int, hop_workers: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(read, write) the account ``hop-i`` needs beyond a one-process hop's, as a mixer: its
+    peelers' frames and statuses; it writes its readiness and the next hop's peeler topics."""
     if hop_workers == 1:
         return (), ()
     statuses = tuple(f"{root}/status/hop-{i}-p{p}" for p in range(hop_workers))
-    return (f"{root}/hop/{i}/mix", *statuses), (f"{root}/status/hop-{i}-mix",)
+    onward = (f"{root}/hop/{i + 1}/w/+",) if i + 1 < n_hops else ()
+    return (f"{root}/hop/{i}/mix", *statuses), (f"{root}/status/hop-{i}-mix", *onward)
 
 
 def access_rules(
@@ -210,7 +214,7 @@ def access_rules(
         stage = f"hop-{i}"
         downstream = "analyzer" if i + 1 == n_hops else f"hop-{i + 1}"
         egress = f"{root}/analyzer" if i + 1 == n_hops else f"{root}/hop/{i + 1}"
-        extra_read, extra_write = _mixer_extras(root, i, hop_workers)
+        extra_read, extra_write = _mixer_extras(root, i, n_hops, hop_workers)
         rules.append(
             AccessRules(
                 identity=stage,

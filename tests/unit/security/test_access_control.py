@@ -105,6 +105,9 @@ def test_hop_workers_accounts_reach_only_their_topics() -> None:
         "hop-0-p1", "read", f"{r}/hop/0/mix"
     )
     assert may("hop-0", "read", f"{r}/hop/0/mix") and may("hop-0", "write", f"{r}/hop/1")
-    assert may("hop-1-p0", "read", f"{r}/hop/1") and not may("hop-1-p0", "write", f"{r}/analyzer")
+    assert may("hop-1-p0", "read", f"{r}/hop/1/w/0") and not may(
+        "hop-1-p0", "read", f"{r}/hop/1/w/1"
+    )
+    assert may("hop-0", "write", f"{r}/hop/1/w/1") and not may("hop-1-p0", "write", f"{r}/analyzer")
     assert not may("hop-1-p0", "write", f"{r}/status/hop-1")  # a peeler cannot speak as the hop
     assert may("hop-1", "write", f"{r}/status/hop-1-mix")
