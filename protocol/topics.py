@@ -5,8 +5,8 @@ hop ``hop_index - 1`` publish) and ``{prefix}/round/{round_id}/analyzer`` (the l
 the analyzer subscribes). End-to-end delivery (protocol/receipts.py) adds one pair per client
 process ``clients-j``: ``.../claim/clients-j`` (the process says what it sent, hop 0 reads) and
 ``.../receipt/clients-j`` (hop 0 says which of its clients it accepted, only that process
-reads). A hop of W peelers and a mixer (docs/hop-workers.md) adds ``.../hop/{i}/w/{p}`` (hop 0's
-peeler ``p``: the client processes of its share send there) and ``.../hop/{i}/mix`` (the peelers'
+reads). A hop of W peelers and a mixer (docs/hop-workers.md) adds ``.../hop/{i}/w/{p}`` (peeler
+``p`` of hop ``i``: its share of the clients or of the upstream mixer's frames) and ``.../hop/{i}/mix`` (the peelers'
 sealed frames to the mixer). Distinct (prefix, round, stage) give distinct topics, and none contains
 a wildcard, so a subscription to one never receives another's messages.
 """
@@ -70,8 +70,9 @@ def ingress_topic(prefix: str, round_id: int, hop_index: int) -> str:
 
 def peeler_topic(prefix: str, round_id: int, hop_index: int, worker: int) -> str:
     """The topic peeler ``worker`` of hop ``hop_index`` subscribes to when the hop is W peelers
-    and a mixer (docs/hop-workers.md): ``.../hop/{hop_index}/w/{worker}``, hop 0's partition of
-    the clients (each client process sends to one peeler)."""
+    and a mixer (docs/hop-workers.md): ``.../hop/{hop_index}/w/{worker}``: at hop 0 its share
+    of the client processes send there, at a later hop the upstream mixer sends its share of
+    the data frames and its END."""
     _check_worker(worker)
     return f"{ingress_topic(prefix, round_id, hop_index)}/w/{worker}"
 
