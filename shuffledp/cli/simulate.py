@@ -90,10 +90,18 @@ def _add_size_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="H",
         help="shuffler hops (default: 3, or the hops of --keys DIR)",
     )
+    p.add_argument(
+        "--hop-workers",
+        type=integer(1, 256),
+        default=1,
+        metavar="W",
+        help="every hop as W peeling processes and one mixer (docs/hop-workers.md); 1: one "
+        "process per hop (default). Needs --client-processes >= W",
+    )
 
 
 def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
-    """--round, --seed, --client-processes, --hop-workers."""
+    """--round, --seed, --client-processes."""
     p.add_argument(
         "--round",
         type=integer(0, MAX_ROUND_ID),
@@ -114,14 +122,6 @@ def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
         default=2,
         metavar="COUNT",
         help="client processes (at most --n)",
-    )
-    p.add_argument(
-        "--hop-workers",
-        type=integer(1, 256),
-        default=1,
-        metavar="W",
-        help="every hop as W peeling processes and one mixer (docs/hop-workers.md); 1: one "
-        "process per hop (default). At least W client processes are started",
     )
 
 
@@ -316,6 +316,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         k=k,
         eps0=args.eps0,
         hops=hops,
+        hop_workers=args.hop_workers,
         keys=args.keys,
         chaos=args.chaos,
         round_id=round_id,
@@ -333,7 +334,6 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         tls_ca=args.tls_ca,
         accept_loss=args.accept_loss,
         colluders=args.colluders,
-        hop_workers=args.hop_workers,
     )
 
 

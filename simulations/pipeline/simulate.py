@@ -129,6 +129,9 @@ class SimulationOptions:
     k: int = 15
     eps0: float = 4.0
     hops: int = 3
+    #: W: every hop is W peelers and a mixer (``--hop-workers``, docs/hop-workers.md); 1: one
+    #: process per hop. Needs at least W client processes (each peeler of hop 0 takes some).
+    hop_workers: int = 1
     dataset: str = "synthetic"
     region: Region | None = None
     broker: str | None = None
@@ -149,9 +152,6 @@ class SimulationOptions:
     accept_loss: bool = False
     #: C of the round manifest: clients the guarantee withstands as colluders (``--colluders``).
     colluders: int = 0
-    #: W: every hop is W peelers and a mixer (``--hop-workers``, docs/hop-workers.md); 1: one
-    #: process per hop. The client processes are at least W (each peeler of hop 0 takes some).
-    hop_workers: int = 1
 
     def __post_init__(self) -> None:
         if self.n is not None:
@@ -218,6 +218,11 @@ class SimulationOptions:
 
     def _check_hop_workers(self) -> None:
         require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
+        if self.hop_workers > self.client_processes:
+            raise InvalidParameterError(
+                f"--client-processes must be >= --hop-workers = {self.hop_workers} (each "
+                f"peeler of hop 0 takes whole client processes), got {self.client_processes}"
+            )
         if self.hop_workers > 1 and (self.chaos or self.keys is not None):
             raise InvalidParameterError(
                 "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
@@ -376,11 +381,6 @@ class PipelineSession:
         self._keys: Path | None = None
 
     @property
-    def _client_processes(self) -> int:
-        """The client processes launched: at least one per peeler of hop 0."""
-        return max(self.options.client_processes, self.options.hop_workers)
-
-    @property
     def broker_url(self) -> str:
         if self._url is None:
             raise RuntimeError("PipelineSession is not running (use `async with`)")
@@ -398,11 +398,11 @@ class PipelineSession:
                 init_access(
                     self._keys,
                     hops=self.options.hops,
-                    client_processes=self._client_processes,
+                    client_processes=self.options.client_processes,
                     prefix=self.prefix,
-                    hop_workers=self.options.hop_workers,
                     # Each process's even share of every round: exactly the clients it hosts.
                     clients_per_process=EVEN_SHARE,
+                    hop_workers=self.options.hop_workers,
                 )
             await self._start_broker(resolve_broker(self.options.broker))
         except BaseException:
@@ -486,7 +486,7 @@ class PipelineSession:
         RoundRefusedError if n is below the minimum batch (then nothing is launched)."""
         options = self.options
         n = int(true_values.size)
-        processes = min(self._client_processes, n)
+        processes = min(options.client_processes, n)
         value_files = _write_value_files(true_values, processes, workdir)
         deadline_seconds = options.deadline_for(n)
         min_batch = options.min_batch if options.min_batch is not None else max(1, n // 2)
