@@ -18,7 +18,10 @@ Each stage after hop 0 takes its input in frames its upstream hop signed, so a m
 refuses as ``wrong-length``, ``duplicate``, ``batch-full`` or ``decryption-failed`` is a report
 lost on that leg, not junk screened out (protocol/delivery.py, ``GENUINE_LOSS_REASONS``): a
 leg's ``rejected`` counts only the other reasons, and the loss's line names these, e.g. ``lost
-500 of 2,000 reports between hop-0 and hop-1 (batch-full 500)``.
+500 of 2,000 reports between hop-0 and hop-1 (batch-full 500)``. A hop of several processes
+(docs/hop-workers.md) is one stage here, its mixer's log; the line then also carries the
+mixer's own line, which names the peeler (``hop-0's mixer: lost 10 of 50 reports between
+clients and hop-0-p1``).
 """
 
 from __future__ import annotations
@@ -41,6 +44,16 @@ def _rejected(log: object) -> Mapping[str, Any]:
     """A stage's ``rejected`` counters (empty if unreadable)."""
     counts = log.get("rejected") if isinstance(log, Mapping) else None
     return counts if isinstance(counts, Mapping) else {}
+
+
+def _detail(log: object, *, first: bool) -> str:
+    """What a leg's loss line adds: the genuine-loss reasons of its sink (not for the first
+    leg: hop 0 rejects no genuine report) and, for a hop of several processes, its mixer's own
+    line naming the process where the reports went missing (docs/hop-workers.md)."""
+    parts = [] if first else [loss_reasons(_rejected(log))]
+    if isinstance(log, Mapping) and isinstance(log.get("workers"), Mapping) and log.get("loss"):
+        parts.append(f"{log.get('stage', 'the hop')}'s mixer: {log['loss']}")
+    return "; ".join(p for p in parts if p)
 
 
 def account_delivery(
@@ -89,7 +102,7 @@ def account_delivery(
             leg.lost,
             leg.sent,
             leg_name(leg.source, leg.sink),
-            loss_reasons(_rejected(stages.get(leg.sink))) if index else "",
+            _detail(stages.get(leg.sink), first=index == 0),
         )
         for index, leg in enumerate(legs)
         if leg.lost

@@ -5,6 +5,12 @@ Usage::
     .venv/bin/python bench/pipeline.py                    # n = 100,000 on Mosquitto and embedded
     .venv/bin/python bench/pipeline.py --n 20000 --broker embedded
     .venv/bin/python bench/pipeline.py --million          # also n = 1,000,000 on Mosquitto
+    .venv/bin/python bench/pipeline.py --broker mosquitto --n 20000 200000 --hop-workers 1 2 4 --json
+
+``--hop-workers W ...``: each hop as W peelers and a mixer (docs/hop-workers.md; 1: one process
+per hop); ``--json``: one JSON object per run on stdout (n, hop_workers, wall_s,
+reports_per_s, crypto_bound_per_s, percent_of_bound, cpu_us_per_report, lost, peak_rss_mib by
+role: ``hop-I`` a one-process hop or a mixer, ``hop-I-pP`` a peeler) instead of the table.
 
 What it measures, in this run, on this machine:
 
@@ -29,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import os
 import re
 import resource
@@ -84,7 +91,9 @@ def _role(cmdline: list[str]) -> str | None:
     kind, rest = match.groups()
     if kind == "hop":
         index = re.search(r"--index (\d+)", rest)
-        return f"hop-{index.group(1) if index else '?'}"
+        worker = re.search(r"--worker (\d+)", rest)
+        hop = f"hop-{index.group(1) if index else '?'}"
+        return f"{hop}-p{worker.group(1)}" if worker else hop
     if kind == "clients":
         name = re.search(r"--name (\S+)", rest)
         return name.group(1) if name else "clients"
@@ -133,10 +142,17 @@ class PeakMemory:
             self._stop.wait(0.1)
 
 
-def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str, Any]:
+def run_once(
+    n: int, hops: int, broker: str, client_processes: int, hop_workers: int = 1
+) -> dict[str, Any]:
     async def go(url: str) -> dict[str, Any]:
         options = SimulationOptions(
-            n=n, hops=hops, broker=url, client_processes=client_processes, min_batch=n
+            n=n,
+            hops=hops,
+            broker=url,
+            client_processes=client_processes,
+            min_batch=n,
+            hop_workers=hop_workers,
         )
         return await run_simulation(options)
 
@@ -149,6 +165,42 @@ def run_once(n: int, hops: int, broker: str, client_processes: int) -> dict[str,
     return {"report": report, "wall": wall, "peaks": memory.peaks, "cpu": memory.cpu}
 
 
+def json_record(n: int, workers: int, result: dict[str, Any], bound: float) -> dict[str, Any]:
+    """One run's figures (module docstring)."""
+    report = result["report"]
+    round_seconds = report["timings"]["round_seconds"]
+    rate = n / round_seconds
+    cpu = sum(v for k, v in result["cpu"].items() if k != "launcher")
+    return {
+        "n": n,
+        "hop_workers": workers,
+        "wall_s": round(result["wall"], 2),
+        "round_s": round(round_seconds, 2),
+        "reports_per_s": round(rate, 1),
+        "crypto_bound_per_s": round(bound, 1),
+        "percent_of_bound": round(100 * rate / bound, 1),
+        "cpu_s": {k: round(v, 2) for k, v in sorted(result["cpu"].items())},
+        "cpu_us_per_report": round(1e6 * cpu / n, 1),
+        "lost": n - int(report["n_received"]),
+        "rejected": sum(report["rejected"].values()),
+        "error": report.get("error"),
+        "peak_rss_mib": {k: round(v, 1) for k, v in sorted(result["peaks"].items())},
+    }
+
+
+def json_runs(args: argparse.Namespace) -> int:
+    """--json: every (n, W) on the chosen broker, one JSON line each."""
+    cores = os.cpu_count() or 1
+    bound = cores / crypto_cost_per_report(args.hops)[2]
+    broker = "mosquitto" if args.broker == "both" else args.broker
+    for n in args.n:
+        for workers in args.hop_workers:
+            processes = max(args.client_processes, workers)
+            result = run_once(n, args.hops, broker, processes, workers)
+            print(json.dumps(json_record(n, workers, result, bound)), flush=True)
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, nargs="+", default=[100_000])
@@ -156,7 +208,11 @@ def main() -> int:
     parser.add_argument("--broker", choices=["mosquitto", "embedded", "both"], default="both")
     parser.add_argument("--client-processes", type=int, default=2)
     parser.add_argument("--million", action="store_true", help="also n = 1,000,000 on Mosquitto")
+    parser.add_argument("--hop-workers", type=int, nargs="+", default=[1], metavar="W")
+    parser.add_argument("--json", action="store_true", help="one JSON object per run")
     args = parser.parse_args()
+    if args.json:
+        return json_runs(args)
 
     cores = os.cpu_count() or 1
     seal, opened, total = crypto_cost_per_report(args.hops)

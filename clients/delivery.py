@@ -23,9 +23,10 @@ without a final answer).
 from __future__ import annotations
 
 import math
+import tempfile
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 import numpy.typing as npt
@@ -40,22 +41,40 @@ __all__ = ["DeliveryOutcome", "SentLedger", "confirm_delivery"]
 @dataclass(slots=True)
 class SentLedger:
     """The reports of a process's ``clients`` clients, by client index, until hop 0 confirms
-    them (pure: no I/O). ``record(start, messages)``: the sealed reports of clients ``start``,
-    ``start + 1``, ...; ``confirm(receipt)``: forget the accepted ones."""
+    them. ``record(start, messages)``: the sealed reports of clients ``start``, ``start + 1``,
+    ...; ``confirm(receipt)``: forget the accepted ones; ``missing_messages()``: the sent and
+    unconfirmed ones, in client order, the very same bytes.
+
+    Memory does not grow with the reports' bytes: the sealed reports (all of one length) are
+    spilled to an anonymous temporary file (removed by the OS when it is closed, or when the
+    process ends however it ends), one fixed slot per client; in memory only two flags per
+    client. Plain file slots rather than sqlite: every report is written once at a known offset
+    and read back at most once per resend, which needs no index, page cache or transaction."""
 
     clients: int
     sent: int = 0
     missing: int = 0
     """Reports sent and not (yet) confirmed."""
-    _messages: list[bytes | None] = field(init=False)
+    _recorded: npt.NDArray[np.bool_] = field(init=False)
     _accepted: npt.NDArray[np.bool_] = field(init=False)
+    _file: BinaryIO | None = field(init=False, default=None)
+    _length: int = field(init=False, default=0)
 
     def __post_init__(self) -> None:
-        self._messages = [None] * self.clients
+        self._recorded = np.zeros(self.clients, dtype=bool)
         self._accepted = np.zeros(self.clients, dtype=bool)
 
     def record(self, start: int, messages: list[bytes]) -> None:
-        self._messages[start : start + len(messages)] = messages
+        if not messages:
+            return
+        if self._file is None:
+            self._file = tempfile.TemporaryFile(prefix="shuffledp-sent-")  # noqa: SIM115
+            self._length = len(messages[0])
+        if any(len(message) != self._length for message in messages):
+            raise ValueError(f"every sealed report of a process is {self._length} bytes")
+        self._file.seek(start * self._length)
+        self._file.write(b"".join(messages))
+        self._recorded[start : start + len(messages)] = True
         self.sent += len(messages)
         self.missing += len(messages)
 
@@ -63,17 +82,27 @@ class SentLedger:
         """Take ``receipt`` into account: what it says was accepted stays accepted."""
         newly = receipt.accepted_mask(self.clients) & ~self._accepted
         self._accepted |= newly
-        for index in np.flatnonzero(newly):
-            if self._messages[int(index)] is not None:
-                self._messages[int(index)] = None
-                self.missing -= 1
+        self.missing -= int((newly & self._recorded).sum())
 
     @property
     def accepted(self) -> int:
         return int(self._accepted.sum())
 
     def missing_messages(self) -> list[bytes]:
-        return [message for message in self._messages if message is not None]
+        indices = np.flatnonzero(self._recorded & ~self._accepted)
+        if self._file is None or not indices.size:
+            return []
+        out = []
+        for index in indices:
+            self._file.seek(int(index) * self._length)
+            out.append(self._file.read(self._length))
+        return out
+
+    def close(self) -> None:
+        """Remove the spilled reports (the OS also does when the process ends)."""
+        if self._file is not None:
+            self._file.close()
+            self._file = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

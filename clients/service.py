@@ -38,7 +38,13 @@ from shuffledp.protocol.delivery import ReportsLostError, leg_name, loss_line
 from shuffledp.protocol.receipts import Claim
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
 from shuffledp.protocol.stage import PROGRESS_INTERVAL, Stage
-from shuffledp.protocol.topics import claim_topic, ingress_topic, receipt_topic, validate_prefix
+from shuffledp.protocol.topics import (
+    claim_topic,
+    ingress_topic,
+    peeler_topic,
+    receipt_topic,
+    validate_prefix,
+)
 from shuffledp.protocol.transport import Transport, publish_all
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.validation import require_int, require_positive
@@ -78,9 +84,14 @@ class ClientSettings:
     ready_timeout: float = 60.0
     accept_loss: bool = False
     reclaim_interval: float = 1.0
+    peeler: int | None = None
+    """With a hop 0 of several peelers (``--hop-workers``, docs/hop-workers.md): the peeler
+    whose topic this process sends to; None: hop 0's own ingress topic."""
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
+        if self.peeler is not None:
+            require_int("--peeler", self.peeler, 0, 255)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID)
         require_int("k", self.k, 2, MAX_K)
         require_positive("eps0", self.eps0)
@@ -96,6 +107,13 @@ class ClientSettings:
             raise InvalidParameterError(
                 f"client process name must be letters, digits, '-' or '_', got {self.name!r}"
             )
+
+    @property
+    def ingress(self) -> str:
+        """Where this process sends its reports: hop 0's topic, or its peeler's."""
+        if self.peeler is None:
+            return ingress_topic(self.prefix, self.round_id, 0)
+        return peeler_topic(self.prefix, self.round_id, 0, self.peeler)
 
 
 class Publisher(Protocol):
@@ -253,10 +271,13 @@ async def run_clients(
         await _await_hop_0(stage, settings, authenticated=credentials is not None)
         started = time.monotonic()
         publisher = _publisher(transport, settings, sealer, rate=rate, started=started, wrap=wrap)
-        ledger = SentLedger(int(data.size))
-        await _send_all(stage, sealer, publisher, data, ledger)
-        seconds = time.monotonic() - started
-        delivery = await _deliver(stage, settings, ledger, credentials)
+        ledger = SentLedger(int(data.size))  # spilled to a temporary file
+        try:
+            await _send_all(stage, sealer, publisher, data, ledger)
+            seconds = time.monotonic() - started
+            delivery = await _deliver(stage, settings, ledger, credentials)
+        finally:
+            ledger.close()
         result = _sent_summary(publisher, seconds, sealer, authenticated=credentials is not None)
         await _conclude(stage, settings, result, delivery)
     logger.info(
@@ -302,7 +323,7 @@ def _publisher(
     wrap: PublisherWrapper | None,
 ) -> Publisher:
     """The publisher to hop 0's ingress topic, wrapped by ``wrap`` if given (simulations)."""
-    ingress = ingress_topic(settings.prefix, settings.round_id, 0)
+    ingress = settings.ingress
     plain = ReportPublisher(
         transport, ingress, max_in_flight=settings.max_in_flight, rate=rate, started=started
     )
@@ -346,7 +367,7 @@ async def _deliver(
         topics=(
             claim_at,
             receipt_topic(prefix, round_id, name),
-            ingress_topic(prefix, round_id, 0),
+            settings.ingress,
         ),
         max_in_flight=settings.max_in_flight,
         reclaim_interval=settings.reclaim_interval,

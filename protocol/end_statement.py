@@ -54,6 +54,28 @@ def _count(value: object, name: str) -> int:
     return value
 
 
+PEELER_SENDER_BASE = 0x8000
+"""Frame sender numbers from here are peelers of a hop of several processes
+(docs/hop-workers.md): peeler P of hop J signs as ``PEELER_SENDER_BASE + 256 J + P`` with the
+hop's key; a hop signs as its index (< 64)."""
+MAX_PEELERS = 256
+
+
+def peeler_sender(hop_index: int, worker: int) -> int:
+    """The frame sender number of peeler ``worker`` of hop ``hop_index``."""
+    if not (0 <= hop_index < 64 and 0 <= worker < MAX_PEELERS):
+        raise ValueError(f"no peeler sender number for hop {hop_index}, worker {worker}")
+    return PEELER_SENDER_BASE + hop_index * MAX_PEELERS + worker
+
+
+def signer_stage(sender: int) -> str:
+    """The stage that signs as frame sender ``sender``: ``hop-J`` or peeler ``hop-J-pP``."""
+    if sender >= PEELER_SENDER_BASE:
+        hop, worker = divmod(sender - PEELER_SENDER_BASE, MAX_PEELERS)
+        return f"hop-{hop}-p{worker}"
+    return f"hop-{sender}"
+
+
 def _chain(value: object, sender: int) -> tuple[str, ...]:
     """The ``chain`` of hop ``sender``'s statement: at most sender + 1 lowercase hex strings."""
     if not isinstance(value, list) or len(value) > sender + 1:
@@ -110,7 +132,7 @@ class EndStatement:
         and ``messages`` messages; StatementError unless it is well formed and adds up."""
         if not isinstance(value, Mapping):
             raise StatementError(f"an END statement must be a JSON object, got {value!r}")
-        stage = f"hop-{sender}"
+        stage = signer_stage(sender)
         if value.get("stage") != stage:
             raise StatementError(
                 f"stage must be {stage!r} (the signer), got {value.get('stage')!r}"

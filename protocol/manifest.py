@@ -161,9 +161,11 @@ class StageKeys:
         )
 
 
-def _require_object(name: str, data: object, keys: Sequence[str]) -> Mapping[str, object]:
+def _require_object(
+    name: str, data: object, keys: Sequence[str], optional: Sequence[str] = ()
+) -> Mapping[str, object]:
     try:
-        return require_keys(_field(name), data, keys)
+        return require_keys(_field(name), data, keys, optional)
     except InvalidParameterError as exc:
         raise ManifestError(str(exc)) from None
 
@@ -194,12 +196,18 @@ class Manifest:
     coordinator: bytes
     client_auth: bool = True
     protocol_version: int = WIRE_VERSION
+    hop_workers: int = 1
+    """W: every hop is W peeling processes and one mixer (docs/hop-workers.md); 1 (the
+    default, and a manifest without the field): one process per hop. Each of a hop's processes
+    holds the hop's keys (``hops[i]``); peeler P of hop i is ``hop-i-pP``, its mixer ``hop-i``.
+    Hop 0's peeler P takes the client processes j with j mod W = P."""
 
     def __post_init__(self) -> None:
         self._check_identity()
         self._check_mechanism()
         self._check_stages()
         self._check_enrolment()
+        self._check_workers()
 
     def _check_identity(self) -> None:
         if self.protocol_version != WIRE_VERSION or isinstance(self.protocol_version, bool):
@@ -265,6 +273,19 @@ class Manifest:
                         f"it equals {seen[key]}'s"
                     )
                 seen[key] = name
+
+    def _check_workers(self) -> None:
+        _manifest_int("hop_workers", self.hop_workers, 1, 256)
+        if self.hop_workers > len(self.clients):
+            raise ManifestError(
+                f"{_field('hop_workers')} must be at most the {len(self.clients)} client "
+                f"processes (each peeler of hop 0 takes whole client processes), got "
+                f"{self.hop_workers}"
+            )
+
+    def peeler_share(self, worker: int) -> int:
+        """The reports hop 0's peeler ``worker`` is owed: its client processes' clients."""
+        return sum(c for j, c in enumerate(self.clients) if j % self.hop_workers == worker)
 
     def _check_enrolment(self) -> None:
         if not isinstance(self.clients, tuple) or not 1 <= len(self.clients) <= (
@@ -334,11 +355,11 @@ class Manifest:
             "delta": float(self.delta),
             "colluders": self.colluders,
             "coordinator": self.coordinator.hex(),
-        }
+        } | ({"hop_workers": self.hop_workers} if self.hop_workers != 1 else {})
 
     @classmethod
     def from_json(cls, data: object) -> Manifest:
-        fields = _require_object("manifest", data, _FIELDS)
+        fields = _require_object("manifest", data, _FIELDS, ("hop_workers",))
         hops = fields["hops"]
         if not isinstance(hops, list):
             raise ManifestError(f"{_field('hops')} must be a list, got {hops!r:.80}")
@@ -359,6 +380,7 @@ class Manifest:
             delta=_json_float("delta", fields["delta"]),
             colluders=_json_int("colluders", fields["colluders"]),
             coordinator=_hex_bytes("coordinator", fields["coordinator"], KEY_SIZE),
+            hop_workers=_json_int("hop_workers", fields.get("hop_workers", 1)),
         )
 
     def canonical_bytes(self) -> bytes:

@@ -5,7 +5,9 @@ hop ``hop_index - 1`` publish) and ``{prefix}/round/{round_id}/analyzer`` (the l
 the analyzer subscribes). End-to-end delivery (protocol/receipts.py) adds one pair per client
 process ``clients-j``: ``.../claim/clients-j`` (the process says what it sent, hop 0 reads) and
 ``.../receipt/clients-j`` (hop 0 says which of its clients it accepted, only that process
-reads). Distinct (prefix, round, stage) give distinct topics, and none contains
+reads). A hop of W peelers and a mixer (docs/hop-workers.md) adds ``.../hop/{i}/w/{p}`` (peeler
+``p`` of hop ``i``: its share of the clients or of the upstream mixer's frames) and ``.../hop/{i}/mix`` (the peelers'
+sealed frames to the mixer). Distinct (prefix, round, stage) give distinct topics, and none contains
 a wildcard, so a subscription to one never receives another's messages.
 """
 
@@ -64,6 +66,25 @@ def ingress_topic(prefix: str, round_id: int, hop_index: int) -> str:
     if not 0 <= hop_index < 2**32:  # bounded so that the topic length stays bounded
         raise InvalidParameterError(f"hop_index must be in [0, 2^32), got {hop_index}")
     return f"{validate_prefix(prefix)}/round/{round_id}/hop/{hop_index}"
+
+
+def peeler_topic(prefix: str, round_id: int, hop_index: int, worker: int) -> str:
+    """The topic peeler ``worker`` of hop ``hop_index`` subscribes to when the hop is W peelers
+    and a mixer (docs/hop-workers.md): ``.../hop/{hop_index}/w/{worker}``: at hop 0 its share
+    of the client processes send there, at a later hop the upstream mixer sends its share of
+    the data frames and its END."""
+    _check_worker(worker)
+    return f"{ingress_topic(prefix, round_id, hop_index)}/w/{worker}"
+
+
+def mix_topic(prefix: str, round_id: int, hop_index: int) -> str:
+    """Where the peelers of hop ``hop_index`` send their sealed frames to the hop's mixer."""
+    return f"{ingress_topic(prefix, round_id, hop_index)}/mix"
+
+
+def _check_worker(worker: int) -> None:
+    if isinstance(worker, bool) or not isinstance(worker, int) or not 0 <= worker < 256:
+        raise InvalidParameterError(f"worker must be an integer in [0, 255], got {worker!r}")
 
 
 def analyzer_topic(prefix: str, round_id: int) -> str:

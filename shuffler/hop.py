@@ -48,13 +48,14 @@ from dataclasses import dataclass
 from nacl.public import PrivateKey
 
 from shuffledp.errors import InvalidParameterError, OperationalError
-from shuffledp.protocol.client_auth import ENVELOPE_SIZE, ClientVerifier
+from shuffledp.protocol.client_auth import ENVELOPE_SIZE, ClientRoster, ClientVerifier
 from shuffledp.protocol.errors import (
     CLIENT_AUTH_REJECTION_TYPES,
     ClientAlreadyReported,
     DecryptionFailed,
     Duplicate,
     RejectedMessage,
+    UnknownClient,
     WrongLength,
 )
 from shuffledp.protocol.onion import message_length, peel, require_private_key
@@ -137,7 +138,9 @@ class HopRound:
     ``hop_index`` in [0, n_hops), ``n_hops >= 1``, ``round_id`` in [0, 2^64), ``private_key`` a
     nacl PrivateKey, ``expected_size >= 1`` (the round's batch size), ``min_batch`` in
     [1, expected_size], ``rng`` the permutation's randomness (default: the OS CSPRNG),
-    ``verifier`` (hop 0 only) the round's client authentication, or None for none.
+    ``verifier`` (hop 0 only) the round's client authentication, or None for none;
+    ``client_share`` (W, P): a peeler P of W (shuffler/workers.py) takes only the clients of
+    the client processes j with j mod W = P (another's is ``unknown-client``).
     """
 
     def __init__(
@@ -151,6 +154,7 @@ class HopRound:
         min_batch: int,
         rng: RandomLike = None,
         verifier: ClientVerifier | None = None,
+        client_share: tuple[int, int] | None = None,
     ) -> None:
         require_int("n_hops", n_hops, 1)
         require_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
@@ -179,6 +183,10 @@ class HopRound:
                     f"verifier must be for round {round_id}, got round {verifier.round_id}"
                 )
         self._verifier = verifier
+        if client_share is not None:
+            require_int("client_share workers", client_share[0], 1)
+            require_int("client_share worker", client_share[1], 0, client_share[0] - 1)
+        self._share = client_share
         self._reported: set[int] = set()
         self._reported_log: list[int] = []  # the same ids, in the order they reported
         self._onion_length = message_length(hop_index, n_hops)
@@ -215,6 +223,11 @@ class HopRound:
     def input_length(self) -> int:
         """The exact length of every message this hop accepts."""
         return self._screen.length
+
+    @property
+    def roster(self) -> ClientRoster | None:
+        """The enrolment the hop's client authentication checks (None without)."""
+        return self._verifier.roster if self._verifier is not None else None
 
     @property
     def authenticated(self) -> bool:
@@ -333,6 +346,11 @@ class HopRound:
         if self._verifier is None:
             return data
         client_id, onion = self._verifier.open(data)
+        if self._share is not None and (client_id >> 32) % self._share[0] != self._share[1]:
+            raise UnknownClient(
+                f"client {client_id} belongs to another peeler's client processes than "
+                f"{self._share[1]} of {self._share[0]}"
+            )
         if client_id in self._reported:
             raise ClientAlreadyReported(
                 f"client {client_id} already reported in round {self._round_id}"
@@ -347,6 +365,14 @@ class HopRound:
             return peel(data, self._key, expected_length=self._onion_length)
         except RejectedMessage as exc:
             return exc.reason
+
+    def drain(self) -> list[bytes]:
+        """The messages accepted since the last drain, in the order they were accepted, no
+        longer held (a peeler of a hop of several processes streams them to its mixer, which
+        permutes the whole batch: shuffler/workers.py). A drained message is still counted as
+        accepted; ``close`` releases only what was not drained."""
+        held, self._held = self._held, []
+        return held
 
     def close(self) -> HopOutput:
         """Release the batch, uniformly permuted; final (see the module docstring).

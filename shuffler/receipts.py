@@ -50,8 +50,10 @@ class ReceiptDesk:
         hop: HopRound,
         roster: ClientRoster | None,
         expected_size: int,
+        share: tuple[int, int] | None = None,
     ) -> None:
         self._transport = transport
+        self._share = share  # (W, P): a peeler answers the processes j with j mod W = P
         self._prefix = prefix
         self._round_id = round_id
         self._hop = hop
@@ -83,7 +85,8 @@ class ReceiptDesk:
     def note(self, message: Message) -> None:
         name = message.topic.rsplit("/", 1)[-1]
         claim = Claim.decode(message.payload)
-        if claim is None or (self._roster is not None and self._process(name) is None):
+        checked = self._roster is not None or self._share is not None
+        if claim is None or (checked and self._process(name) is None):
             self.claims_ignored += 1
             return
         known = self._claims.get(name)
@@ -139,7 +142,10 @@ class ReceiptDesk:
         if head != "clients" or not number.isdigit() or (number != "0" and number[0] == "0"):
             return None
         process = int(number)
-        assert self._roster is not None
+        if self._share is not None and process % self._share[0] != self._share[1]:
+            return None  # another peeler's process (shuffler/workers.py)
+        if self._roster is None:
+            return process
         return process if process < self._roster.client_processes else None
 
     def _bits(self, process: int) -> np.ndarray[Any, np.dtype[np.bool_]]:

@@ -244,7 +244,24 @@ def _add_hop(subparsers: Any) -> None:
         "with the same arguments loses and duplicates nothing, and a broker restart is waited "
         f"out for up to {RECONNECT_SECONDS:g} s (needs Mosquitto)",
     )
+    _add_hop_role(hop)
     hop.set_defaults(func=_run_hop)
+
+
+def _add_hop_role(hop: argparse.ArgumentParser) -> None:
+    """--role and --worker: one process of a hop that is several (docs/hop-workers.md)."""
+    hop.add_argument(
+        "--role",
+        choices=("peeler", "mixer"),
+        help="with a manifest whose hops are W processes (hop_workers, docs/hop-workers.md): "
+        "this process is one of the hop's W peelers (with --worker P) or its mixer",
+    )
+    hop.add_argument(
+        "--worker",
+        type=integer(0, 255),
+        metavar="P",
+        help="with --role peeler: this peeler's number, 0..W-1",
+    )
 
 
 def _add_analyzer(subparsers: Any) -> None:
@@ -571,6 +588,10 @@ def _run_hop(args: argparse.Namespace) -> int:
     key = load_hop_key(args.keys, args.index)
     signing_key = _require_own_keys(args, manifest, f"hop-{args.index}", key)
     settings = _hop_settings(args, manifest, signing_key)
+    if _check_role(args, manifest):
+        from shuffledp.cli.hop_workers import run_hop_worker
+
+        return run_hop_worker(args, manifest, settings, key)
     rng = default_source(args.seed)
     username, password = _credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client: exactly the manifest's enrolment.
@@ -604,6 +625,37 @@ def _run_hop(args: argparse.Namespace) -> int:
         return _hop_exit_status(result)
 
     return _run(args, main())
+
+
+def _check_role(args: argparse.Namespace, manifest: Manifest) -> bool:
+    """True iff this process is a peeler or mixer of a hop of several processes; the flags
+    must agree with the manifest's ``hop_workers`` (InvalidParameterError otherwise)."""
+    workers = manifest.hop_workers
+    if workers == 1:
+        if args.role is not None or args.worker is not None:
+            raise InvalidParameterError(
+                f"--role and --worker need a manifest whose hops are several processes "
+                f"(hop_workers > 1), {args.manifest} has hop_workers = 1"
+            )
+        return False
+    if args.role is None:
+        raise InvalidParameterError(
+            f"the manifest makes each hop {workers} peelers and a mixer: give --role peeler "
+            "--worker P or --role mixer"
+        )
+    if (args.role == "peeler") != (args.worker is not None):
+        raise InvalidParameterError("--worker P goes with --role peeler, and only with it")
+    if args.worker is not None and args.worker >= workers:
+        raise InvalidParameterError(
+            f"--worker must be in [0, {workers - 1}] (the manifest's hop_workers), got "
+            f"{args.worker}"
+        )
+    if args.state_dir is not None:
+        raise InvalidParameterError(
+            "--state-dir is not available for a hop's peelers and mixer yet: a crash of one "
+            "refuses the round naming it (docs/hop-workers.md)"
+        )
+    return True
 
 
 def _require_own_keys(
@@ -802,6 +854,11 @@ def _client_settings(args: argparse.Namespace, manifest: Manifest) -> ClientSett
         max_in_flight=args.max_in_flight,
         ready_timeout=args.ready_timeout,
         accept_loss=args.accept_loss,
+        peeler=(
+            _client_process_index(args.name) % manifest.hop_workers
+            if manifest.hop_workers > 1
+            else None
+        ),
     )
 
 

@@ -106,6 +106,14 @@ def _add_key_arguments(init: argparse.ArgumentParser) -> None:
         help="client processes, each with its own broker account clients-0..clients-{COUNT-1}",
     )
     init.add_argument(
+        "--hop-workers",
+        type=integer(1, 256),
+        default=1,
+        metavar="W",
+        help="also a broker account hop-I-pP for each of W peelers of every hop "
+        "(docs/hop-workers.md); 1: one process per hop",
+    )
+    init.add_argument(
         "--clients-per-process",
         type=integer(1),
         default=EVEN_SHARE,
@@ -185,6 +193,7 @@ def run_init(args: argparse.Namespace) -> int:
         clients_per_process=args.clients_per_process,
         prefix=args.prefix,
         overwrite=args.overwrite,
+        hop_workers=args.hop_workers,
     )
     tls = (
         None

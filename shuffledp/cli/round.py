@@ -122,6 +122,14 @@ def _add_round_limits(init: argparse.ArgumentParser) -> None:
         help="clients the guarantee withstands as colluders (their reports known to the "
         "adversary: the guarantee is computed for n - C)",
     )
+    init.add_argument(
+        "--hop-workers",
+        type=integer(1, 256),
+        default=1,
+        metavar="W",
+        help="every hop as W peelers and a mixer (docs/hop-workers.md; the key directory's "
+        "accounts must be made with `keys init --hop-workers W`); 1: one process per hop",
+    )
     init.add_argument("--json", action="store_true", help="print the manifest as JSON")
 
 
@@ -189,6 +197,7 @@ def _run_init(args: argparse.Namespace) -> int:
         colluders=args.colluders,
         labels=_labels(args.labels, args.k),
         client_auth=not args.no_auth,
+        hop_workers=args.hop_workers,
     )
     path = write_manifest(args.file, signed, overwrite=args.overwrite)
     if args.json:

@@ -90,6 +90,14 @@ def _add_size_arguments(p: argparse._ArgumentGroup) -> None:
         metavar="H",
         help="shuffler hops (default: 3, or the hops of --keys DIR)",
     )
+    p.add_argument(
+        "--hop-workers",
+        type=integer(1, 256),
+        default=1,
+        metavar="W",
+        help="every hop as W peeling processes and one mixer (docs/hop-workers.md); 1: one "
+        "process per hop (default). Needs --client-processes >= W",
+    )
 
 
 def _add_identity_arguments(p: argparse._ArgumentGroup) -> None:
@@ -324,6 +332,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         k=k,
         eps0=args.eps0,
         hops=hops,
+        hop_workers=args.hop_workers,
         keys=args.keys,
         chaos=args.chaos,
         round_id=round_id,

@@ -127,7 +127,9 @@ so that one process key cannot fill a round alone. A number instead enrols that 
 in every round (``keys init --clients-per-process M``)."""
 CLIENT_MASTER_FILE = "client-master.key"
 
-_IDENTITY = re.compile(r"hop-(0|[1-9][0-9]*)|analyzer|monitor|clients-(0|[1-9][0-9]*)")
+_IDENTITY = re.compile(
+    r"hop-(0|[1-9][0-9]*)(-p(0|[1-9][0-9]*))?|analyzer|monitor|clients-(0|[1-9][0-9]*)"
+)
 
 
 class AccessError(KeyDirectoryError):
@@ -143,19 +145,68 @@ class AccessRules:
     write: tuple[str, ...]
 
 
-def identities(n_hops: int, client_processes: int) -> tuple[str, ...]:
-    """Every broker identity of a deployment, in a fixed order."""
+def identities(n_hops: int, client_processes: int, hop_workers: int = 1) -> tuple[str, ...]:
+    """Every broker identity of a deployment, in a fixed order (with ``hop_workers`` W > 1,
+    also each hop's peelers ``hop-i-pP``: Mosquitto takes the user name as the client id, so
+    each process of a hop has an account of its own)."""
     require_int("n_hops", n_hops, 1, MAX_HOPS)
     require_int("client_processes", client_processes, 1, MAX_CLIENT_PROCESSES)
+    require_int("hop_workers", hop_workers, 1, 256)
+    peelers = (
+        []
+        if hop_workers == 1
+        else [f"hop-{i}-p{p}" for i in range(n_hops) for p in range(hop_workers)]
+    )
     return (
         *(f"hop-{i}" for i in range(n_hops)),
+        *peelers,
         "analyzer",
         MONITOR,
         *(f"clients-{j}" for j in range(client_processes)),
     )
 
 
-def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[AccessRules, ...]:
+def _worker_rules(root: str, n_hops: int, hop_workers: int) -> list[AccessRules]:
+    """A hop of W peelers and a mixer (docs/hop-workers.md): the mixer (account ``hop-i``)
+    also reads the peelers' sealed frames and statuses and writes ``hop-i-mix``'s status;
+    peeler P reads its share (hop 0: its topic and the claims; later hops: the hop's ingress)
+    and the mixer's status, writes sealed frames to the mixer and its own status (hop 0's
+    peelers also the receipts)."""
+    rules: list[AccessRules] = []
+    for i in range(n_hops):
+        for p in range(hop_workers):
+            stage = f"hop-{i}-p{p}"
+            ingress = (f"{root}/hop/{i}/w/{p}",) + ((f"{root}/claim/+",) if i == 0 else ())
+            rules.append(
+                AccessRules(
+                    identity=stage,
+                    read=(*ingress, f"{root}/status/hop-{i}-mix"),
+                    write=(
+                        f"{root}/hop/{i}/mix",
+                        f"{root}/status/{stage}",
+                        f"{root}/progress/{stage}",
+                    )
+                    + ((f"{root}/receipt/+",) if i == 0 else ()),
+                )
+            )
+    return rules
+
+
+def _mixer_extras(
+    root: str, i: int, n_hops: int, hop_workers: int
+) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """(read, write) the account ``hop-i`` needs beyond a one-process hop's, as a mixer: its
+    peelers' frames and statuses; it writes its readiness and the next hop's peeler topics."""
+    if hop_workers == 1:
+        return (), ()
+    statuses = tuple(f"{root}/status/hop-{i}-p{p}" for p in range(hop_workers))
+    onward = (f"{root}/hop/{i + 1}/w/+",) if i + 1 < n_hops else ()
+    return (f"{root}/hop/{i}/mix", *statuses), (f"{root}/status/hop-{i}-mix", *onward)
+
+
+def access_rules(
+    prefix: str, n_hops: int, client_processes: int, hop_workers: int = 1
+) -> tuple[AccessRules, ...]:
     """The ACL of a deployment (module docstring), one entry per identity of ``identities``."""
     root = f"{validate_prefix(prefix)}/round/+"
     rules: list[AccessRules] = []
@@ -163,16 +214,19 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
         stage = f"hop-{i}"
         downstream = "analyzer" if i + 1 == n_hops else f"hop-{i + 1}"
         egress = f"{root}/analyzer" if i + 1 == n_hops else f"{root}/hop/{i + 1}"
+        extra_read, extra_write = _mixer_extras(root, i, n_hops, hop_workers)
         rules.append(
             AccessRules(
                 identity=stage,
                 # hop 0 also reads every client process's claims and writes their receipts
-                read=(f"{root}/hop/{i}", f"{root}/status/{downstream}")
+                read=(f"{root}/hop/{i}", f"{root}/status/{downstream}", *extra_read)
                 + ((f"{root}/claim/+",) if i == 0 else ()),
-                write=(egress, f"{root}/status/{stage}", f"{root}/progress/{stage}")
+                write=(egress, f"{root}/status/{stage}", f"{root}/progress/{stage}", *extra_write)
                 + ((f"{root}/receipt/+",) if i == 0 else ()),
             )
         )
+    if hop_workers > 1:
+        rules.extend(_worker_rules(root, n_hops, hop_workers))
     rules.append(
         AccessRules(
             identity="analyzer",
@@ -196,6 +250,7 @@ def access_rules(prefix: str, n_hops: int, client_processes: int) -> tuple[Acces
                 read=(f"{root}/status/hop-0", f"{root}/receipt/{stage}"),
                 write=(
                     f"{root}/hop/0",
+                    *((f"{root}/hop/0/w/{j % hop_workers}",) if hop_workers > 1 else ()),
                     f"{root}/status/{stage}",
                     f"{root}/progress/{stage}",
                     f"{root}/claim/{stage}",
@@ -246,6 +301,7 @@ def init_access(
     prefix: str,
     overwrite: bool = False,
     clients_per_process: int | None = EVEN_SHARE,
+    hop_workers: int = 1,
 ) -> tuple[str, ...]:
     """Write ``directory/access/`` (module docstring) and return the identities.
 
@@ -253,8 +309,8 @@ def init_access(
     0600 with O_EXCL (the key directory's ``_write_file``). AccessError if a file exists and
     ``overwrite`` is false (nothing is written then), InvalidParameterError for bad parameters.
     """
-    names = identities(hops, client_processes)
-    rules = access_rules(prefix, hops, client_processes)
+    names = identities(hops, client_processes, hop_workers)
+    rules = access_rules(prefix, hops, client_processes, hop_workers)
     if clients_per_process is not EVEN_SHARE:
         ClientRoster(client_processes=client_processes, clients_per_process=clients_per_process)
     root = access_directory(directory)
@@ -275,7 +331,7 @@ def init_access(
         "client_processes": client_processes,
         "clients_per_process": clients_per_process,
         "identities": list(names),
-    }
+    } | ({"hop_workers": hop_workers} if hop_workers > 1 else {})
     _write_file(
         root / "access.json",
         (json.dumps(document, indent=2) + "\n").encode(),

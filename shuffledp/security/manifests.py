@@ -78,6 +78,7 @@ def build_manifest(
     colluders: int = 0,
     labels: Sequence[str] | None = None,
     client_auth: bool = True,
+    hop_workers: int = 1,
 ) -> SignedManifest:
     """A manifest for the stages of the key directory ``keys``, signed with its
     ``coordinator.sign`` (ManifestError / KeyDirectoryError naming what is wrong)."""
@@ -99,6 +100,7 @@ def build_manifest(
         delta=delta,
         colluders=colluders,
         coordinator=directory.verify_key(COORDINATOR),
+        hop_workers=hop_workers,
     )
     return sign_manifest(manifest, load_signing_key(keys, COORDINATOR))
 

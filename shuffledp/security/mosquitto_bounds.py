@@ -52,7 +52,7 @@ SOURCE = Path(__file__).with_name("mosquitto_bounds.c")
 HEADERS = ("mosquitto_plugin.h", "mosquitto_broker.h", "mosquitto.h")
 INCLUDE_DIRS = ("/usr/include", "/usr/local/include")
 LIBRARY = "mosquitto_bounds.so"
-STAGE_ACCOUNTS = r"^(hop-(0|[1-9][0-9]*)|analyzer|monitor)$"
+STAGE_ACCOUNTS = r"^(hop-(0|[1-9][0-9]*)(-p(0|[1-9][0-9]*))?|analyzer|monitor)$"
 """The stage accounts (:mod:`shuffledp.security.access`), which the plugin leaves alone; every
 other username (``clients-<j>``, an unknown one, none) is bounded."""
 COMPILE_SECONDS = 60.0

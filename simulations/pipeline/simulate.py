@@ -132,6 +132,9 @@ class SimulationOptions:
     k: int = 15
     eps0: float = 4.0
     hops: int = 3
+    #: W: every hop is W peelers and a mixer (``--hop-workers``, docs/hop-workers.md); 1: one
+    #: process per hop. Needs at least W client processes (each peeler of hop 0 takes some).
+    hop_workers: int = 1
     dataset: str = "synthetic"
     region: Region | None = None
     broker: str | None = None
@@ -164,6 +167,7 @@ class SimulationOptions:
         # The accountant's range, checked before anything is launched.
         check_range(self.n if self.n is not None else 2, self.eps0)
         require_int("hops", self.hops, 1, 64)
+        self._check_hop_workers()
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
@@ -218,6 +222,19 @@ class SimulationOptions:
             )
         if self.keys is not None:
             self._check_key_directory()
+
+    def _check_hop_workers(self) -> None:
+        require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
+        if self.hop_workers > self.client_processes:
+            raise InvalidParameterError(
+                f"--client-processes must be >= --hop-workers = {self.hop_workers} (each "
+                f"peeler of hop 0 takes whole client processes), got {self.client_processes}"
+            )
+        if self.hop_workers > 1 and (self.chaos or self.keys is not None):
+            raise InvalidParameterError(
+                "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
+                "and mixer keep no journal yet)"
+            )
 
     def _check_colluders(self) -> None:
         if self.n is not None:
@@ -415,6 +432,7 @@ class PipelineSession:
                     prefix=self.prefix,
                     # Each process's even share of every round: exactly the clients it hosts.
                     clients_per_process=EVEN_SHARE,
+                    hop_workers=self.options.hop_workers,
                 )
             await self._start_broker(resolve_broker(self.options.broker))
         except BaseException:
@@ -528,7 +546,7 @@ class PipelineSession:
         common = [*self._common_args(round_id), "--manifest", str(manifest)]
         plan.specs.append(("analyzer", _analyzer_args(options, common)))
         for index in range(options.hops):
-            plan.specs.append((f"hop-{index}", _hop_args(options, plan, common, index)))
+            plan.specs.extend(_hop_specs(options, plan, common, index))
         for index, (path, count) in enumerate(value_files):
             args = _client_args(options, plan, common, index, path, count)
             plan.specs.append((f"clients-{index}", args))
@@ -562,6 +580,7 @@ class PipelineSession:
             delta=options.target_delta,
             colluders=options.colluders,
             client_auth=options.auth,
+            hop_workers=options.hop_workers,
         )
         return write_manifest(workdir / "manifest.json", signed)
 
@@ -868,6 +887,22 @@ def _hop_args(
     if options.seed is not None:
         hop_args += ["--seed", str(_child_seed(options.seed, plan.round_id, 1000 + index))]
     return hop_args + plan.faults.hop_args(plan)
+
+
+def _hop_specs(
+    options: SimulationOptions, plan: _RoundPlan, common: list[str], index: int
+) -> list[tuple[str, list[str]]]:
+    """Hop ``index``'s processes: one, or its mixer (``hop-I``) and W peelers (``hop-I-pP``)."""
+    args = _hop_args(options, plan, common, index)
+    workers = options.hop_workers
+    if workers == 1:
+        return [(f"hop-{index}", args)]
+    specs = [(f"hop-{index}", [*args, "--role", "mixer"])]
+    specs += [
+        (f"hop-{index}-p{p}", [*args, "--role", "peeler", "--worker", str(p)])
+        for p in range(workers)
+    ]
+    return specs
 
 
 def _client_args(

@@ -208,3 +208,24 @@ def test_unknown_and_missing_keys_are_named(tmp_path: Path) -> None:
 
 def test_guarantee_n_subtracts_the_colluders() -> None:
     assert make_manifest(KEYS, colluders=7).guarantee_n == 2001 - 7
+
+
+def test_hop_workers_is_written_only_when_above_one_and_read_back() -> None:
+    plain = make_manifest()
+    assert plain.hop_workers == 1 and "hop_workers" not in plain.to_json()
+    # A manifest without the field is the manifest of W = 1: the same bytes, the same digest.
+    assert Manifest.from_json(plain.to_json()).digest == plain.digest
+    clients = (3, 4, 5)
+    workers = make_manifest(clients=clients, expected=sum(clients), min_batch=1, hop_workers=2)
+    document = workers.to_json()
+    assert document["hop_workers"] == 2
+    again = Manifest.from_json(json.loads(json.dumps(document)))
+    assert again.hop_workers == 2 and again.digest == workers.digest != plain.digest
+    # hop 0's peeler P takes the client processes j with j mod W = P
+    assert [workers.peeler_share(p) for p in range(2)] == [3 + 5, 4]
+
+
+def test_hop_workers_above_the_client_processes_is_refused() -> None:
+    clients = (3, 4)
+    with pytest.raises(ManifestError, match="hop_workers must be at most the 2 client processes"):
+        make_manifest(clients=clients, expected=sum(clients), min_batch=1, hop_workers=3)

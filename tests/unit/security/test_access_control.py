@@ -83,3 +83,31 @@ def test_generated_mosquitto_config_binds_ids_and_bounds_resources(tmp_path: Pat
     assert settings["persistence_location"] == [f"{tmp_path / 'access'}/"]
     # A client's report (3 hops: 296 bytes) fits its bound, which is far below a stage's.
     assert 296 <= client_payload_bytes(3) < STAGE_PACKET_BYTES // 100
+
+
+def test_hop_workers_accounts_reach_only_their_topics() -> None:
+    from shuffledp.security.access import access_rules, identities, topic_matches
+
+    names = identities(2, 2, hop_workers=2)
+    assert names[:6] == ("hop-0", "hop-1", "hop-0-p0", "hop-0-p1", "hop-1-p0", "hop-1-p1")
+    rules = {r.identity: r for r in access_rules("p", 2, 2, hop_workers=2)}
+
+    def may(identity: str, how: str, topic: str) -> bool:
+        return any(topic_matches(topic, f) for f in getattr(rules[identity], how))
+
+    r = "p/round/9"
+    assert may("clients-1", "write", f"{r}/hop/0/w/1")
+    assert not may("clients-1", "write", f"{r}/hop/0/w/0")  # only its own peeler
+    assert may("hop-0-p1", "read", f"{r}/hop/0/w/1") and not may(
+        "hop-0-p1", "read", f"{r}/hop/0/w/0"
+    )
+    assert may("hop-0-p1", "write", f"{r}/hop/0/mix") and not may(
+        "hop-0-p1", "read", f"{r}/hop/0/mix"
+    )
+    assert may("hop-0", "read", f"{r}/hop/0/mix") and may("hop-0", "write", f"{r}/hop/1")
+    assert may("hop-1-p0", "read", f"{r}/hop/1/w/0") and not may(
+        "hop-1-p0", "read", f"{r}/hop/1/w/1"
+    )
+    assert may("hop-0", "write", f"{r}/hop/1/w/1") and not may("hop-1-p0", "write", f"{r}/analyzer")
+    assert not may("hop-1-p0", "write", f"{r}/status/hop-1")  # a peeler cannot speak as the hop
+    assert may("hop-1", "write", f"{r}/status/hop-1-mix")

@@ -104,3 +104,14 @@ def test_a_client_process_ledger_forgets_what_receipts_confirm() -> None:
     ledger.confirm(Receipt(round_id=ROUND, process=0, clients=2, bitmap=shorter))
     assert ledger.missing_messages() == [b"d", b"e"]
     assert (ledger.accepted, ledger.missing) == (4, 2)
+
+
+def test_a_ledger_spills_reports_to_fixed_slots_in_any_order() -> None:
+    ledger = SentLedger(5)
+    ledger.record(3, [b"dd", b"ee"])  # a later chunk first: slots, not an append log
+    ledger.record(0, [b"aa", b"bb", b"cc"])
+    assert ledger.missing_messages() == [b"aa", b"bb", b"cc", b"dd", b"ee"]
+    with pytest.raises(ValueError, match="every sealed report of a process is 2 bytes"):
+        ledger.record(0, [b"xyz"])
+    ledger.close()
+    assert ledger.missing_messages() == []  # the spilled file is gone
