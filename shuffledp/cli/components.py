@@ -655,6 +655,11 @@ def _check_role(args: argparse.Namespace, manifest: Manifest) -> bool:
             "--state-dir is not available for a hop's peelers and mixer yet: a crash of one "
             "refuses the round naming it (docs/hop-workers.md)"
         )
+    if len(args.brokers) > 1:
+        raise InvalidParameterError(
+            f"--role {args.role} takes one --broker, got {len(args.brokers)}: a hop of several "
+            "processes does not fan in from several brokers yet (docs/hop-workers.md)"
+        )
     return True
 
 

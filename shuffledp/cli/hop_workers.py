@@ -55,7 +55,7 @@ def run_hop_worker(
 
     async def main() -> int:
         async with MqttTransport(
-            args.broker,
+            args.brokers[0],
             will_topic=_will(args, identity),
             username=username,
             password=password,

@@ -255,6 +255,11 @@ class SimulationOptions:
             raise InvalidParameterError(
                 "--browser-clients cannot be combined with --chaos (the chaos clients are Python)"
             )
+        if self.hop_workers > 1:
+            raise InvalidParameterError(
+                "--browser-clients cannot be combined with --hop-workers > 1 (the JavaScript "
+                "client sends to a one-process hop 0's topic, not to a peeler's)"
+            )
         from shuffledp.simulations.pipeline.browser import find_tools
 
         find_tools()

@@ -69,3 +69,9 @@ def test_the_driver_config_is_private_and_never_replaced(tmp_path: Path) -> None
 def test_a_missing_summary_is_one_clear_error(tmp_path: Path) -> None:
     with pytest.raises(OperationalError, match="the browser driver wrote no summary"):
         browser.read_summary(tmp_path / "none.json", clients=3, bridge="b")
+
+
+def test_browser_clients_with_hop_workers_is_refused() -> None:
+    # The JavaScript client publishes to a one-process hop 0's topic, never a peeler's.
+    with pytest.raises(InvalidParameterError, match="--hop-workers > 1"):
+        SimulationOptions(n=100, browser_clients=10, hop_workers=2)
