@@ -171,24 +171,7 @@ class SimulationOptions:
         if self.region is not None and not isinstance(self.region, Region):
             raise InvalidParameterError(f"region must be a Region, got {self.region!r}")
         check_dataset_sizes(self.dataset, n=self.n, k=self.k, region=self.region)
-        if self.broker is not None and self.broker not in BROKER_CHOICES:
-            parse_broker_url(self.broker)
-        if self.chaos and resolve_broker(self.broker).kind == EMBEDDED:
-            raise InvalidParameterError(
-                "chaos kills and restarts a hop mid-round, which needs a broker that keeps MQTT "
-                "sessions (the restarted hop must receive what arrived while it was down); the "
-                "embedded amqtt broker does not: install mosquitto (--broker auto then uses it), "
-                "or use --broker mosquitto or an external Mosquitto URL"
-            )
-        if self.tls_ca is not None:
-            if self.broker in (None, *BROKER_CHOICES) or not parse_broker_address(self.broker).tls:
-                raise InvalidParameterError(
-                    f"--tls-ca {self.tls_ca} needs an mqtts:// broker (--broker "
-                    f"mqtts://HOST[:PORT]), got --broker {self.broker!r}"
-                )
-            from shuffledp.security.tls import client_tls_context
-
-            client_tls_context(self.tls_ca)  # TlsError naming the file, before anything starts
+        self._check_broker()
         if self.seed is not None:
             require_int("seed", self.seed, 0)
         if not isinstance(self.accept_loss, bool):
@@ -222,6 +205,27 @@ class SimulationOptions:
             )
         if self.keys is not None:
             self._check_key_directory()
+
+    def _check_broker(self) -> None:
+        """--broker, --chaos's need for MQTT sessions and --tls-ca's need for mqtts://."""
+        if self.broker is not None and self.broker not in BROKER_CHOICES:
+            parse_broker_url(self.broker)
+        if self.chaos and resolve_broker(self.broker).kind == EMBEDDED:
+            raise InvalidParameterError(
+                "chaos kills and restarts a hop mid-round, which needs a broker that keeps MQTT "
+                "sessions (the restarted hop must receive what arrived while it was down); the "
+                "embedded amqtt broker does not: install mosquitto (--broker auto then uses it), "
+                "or use --broker mosquitto or an external Mosquitto URL"
+            )
+        if self.tls_ca is not None:
+            if self.broker in (None, *BROKER_CHOICES) or not parse_broker_address(self.broker).tls:
+                raise InvalidParameterError(
+                    f"--tls-ca {self.tls_ca} needs an mqtts:// broker (--broker "
+                    f"mqtts://HOST[:PORT]), got --broker {self.broker!r}"
+                )
+            from shuffledp.security.tls import client_tls_context
+
+            client_tls_context(self.tls_ca)  # TlsError naming the file, before anything starts
 
     def _check_hop_workers(self) -> None:
         require_int("--hop-workers", self.hop_workers, 1, 256, bound="[1, 256]")
