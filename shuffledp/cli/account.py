@@ -244,15 +244,20 @@ def _details(extra: Mapping[str, float | str]) -> dict[str, Any]:
 
 
 def _result_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
-    try:
-        return _result(bound, mech, args)
-    except OutsideConditionsError as exc:
-        return BoundResult(
-            bound=bound.name,
-            kind=str(bound.kind_for(mech)),
-            guarantee=bound.guarantee_for(mech),
-            error=str(exc),
-        )
+    """The bound's result, or its refusal (``Bound.refusal``, or the conditions it names when
+    evaluated) in the error field."""
+    error = bound.refusal(mech)
+    if error is None:
+        try:
+            return _result(bound, mech, args)
+        except OutsideConditionsError as exc:
+            error = str(exc)
+    return BoundResult(
+        bound=bound.name,
+        kind=str(bound.kind_for(mech)),
+        guarantee=bound.guarantee_for(mech),
+        error=error,
+    )
 
 
 def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
