@@ -31,6 +31,8 @@ from __future__ import annotations
 import math
 from typing import Any
 
+from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
+
 #: Largest n evaluated: the double sum costs O(n^2) high-precision operations (about 1 s at
 #: n = 1000, the largest n of the paper's tables; 25x that at this limit).
 MAX_N = 5000
@@ -75,8 +77,6 @@ def biswas_literal_delta_text(
 
 
 def _validate(n: int, k: int, eps0: float, nx0: int, eps: float) -> None:
-    from shuffledp.accountant.mechanism import InvalidParameterError, require_finite
-
     for flag, value, low in (("--n", n, 2), ("--k", k, 2), ("--nx0", nx0, 0)):
         if isinstance(value, bool) or not isinstance(value, int):
             raise InvalidParameterError(f"{flag} must be an integer, got {value!r}")

@@ -29,7 +29,7 @@ import math
 
 import numpy as np
 
-from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.bounds import UPPER_BOUNDS, Bound, BoundKind, OutsideConditionsError
 from shuffledp.accountant.gsum import Atom, TooLargeError, mean_positive_part
 from shuffledp.accountant.mechanism import ShuffledKRR
 from shuffledp.accountant.numerics import (
@@ -102,6 +102,9 @@ class OptimalBlanket(Bound):
     name = "optimal-blanket"
     kind = BoundKind.UPPER
     guarantee = "valid upper bound on delta for the released histogram (every dataset)"
+    #: Su, Cheng and Wang prove this decomposition optimal among every way of decomposing the
+    #: other users' randomizers; the clone-form bounds are such decompositions (tight.dominated).
+    dominates = frozenset(cls.name for cls in UPPER_BOUNDS)
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         if eps >= mech.eps0:
@@ -114,6 +117,9 @@ class OptimalBlanket(Bound):
     def pair(self, mech: ShuffledKRR) -> BlanketPair:
         """The dominating pair (for composition); OutsideConditionsError if too many outcomes."""
         return BlanketPair(mech)
+
+    def dominating_pair(self, mech: ShuffledKRR) -> BlanketPair:
+        return self.pair(mech)
 
 
 #: Most outcomes a listed blanket pair may have (composition builds a privacy-loss distribution

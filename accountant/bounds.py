@@ -20,8 +20,16 @@ import math
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import ClassVar
 
-from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
+from shuffledp.accountant.biswas_literal import biswas_literal_delta
+from shuffledp.accountant.crossing import lower_near, smallest_eps_at_most
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    ShuffledKRR,
+    require_delta,
+    require_eps,
+)
 from shuffledp.accountant.pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
 from shuffledp.errors import OutsideConditionsError as OutsideConditionsError
 
@@ -47,13 +55,64 @@ class DeltaResult:
     extra: dict[str, float | str] = field(default_factory=dict)
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class EpsResult:
+    """eps at a target delta from one bound; ``eps`` is the headline value on the safe side."""
+
+    bound: str
+    kind: BoundKind
+    delta: float
+    eps: float
+    eps_lower: float
+    eps_upper: float
+    extra: dict[str, float | str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Crossing:
+    """Where a member's upper side meets a target delta (``upper``, on the safe side), and what
+    an exact member (k = 2, k = 3) found on the way: the lower end of the worst case's crossing
+    and its dataset (``lower``, ``witness``), and the dataset ``tight`` puts first among its
+    lower members (``k2_a``: F(a); ``k3_counts``: (x0, x1, x2))."""
+
+    upper: float
+    lower: float | None = None
+    witness: str = ""
+    k2_a: int | None = None
+    k3_counts: tuple[int, int, int] | None = None
+
+
 class Bound(ABC):
-    """A delta(eps) bound for a :class:`ShuffledKRR` mechanism."""
+    """A delta(eps) bound for a :class:`ShuffledKRR` mechanism: everything a user or ``tight``
+    asks of a bound is a method or attribute here, so no caller needs to know its class.
+
+    * what it means: ``name``, ``kind`` (``kind_for``), ``guarantee`` (``guarantee_for``),
+      ``parameters()`` (e.g. nx0);
+    * the numbers: ``bracket(mech, eps)`` / ``delta(mech, eps)``, ``eps_bracket(mech, delta)``
+      (default: the one safe-side search of crossing.py), ``upper_only``;
+    * where it applies: ``refusal(mech)`` (None, or why not, in the user's words); evaluating
+      outside its conditions raises OutsideConditionsError;
+    * composition: ``dominating_pair(mech)`` (None when it has none), ``composition``
+      ("pld" for pairs, "rdp" for an RDP curve);
+    * its place in ``tight`` (dominance as data): ``dominates`` (names of the bounds whose true
+      value is never below this one's), ``family_a`` (F(a) members), ``post_processing_of``
+      (the F(a) whose histogram this member's output post-processes), ``witness()`` (the
+      dataset's name when it gives the lower end), ``upper_crossing`` (its eps(delta) inside
+      ``tight``).
+    """
 
     name: str
     kind: BoundKind
     #: What the number means, one line, shown next to it.
     guarantee: str
+    #: Bounds (by name) whose true value is at least this one's: once this one's bracket is
+    #: narrow, ``tight`` may skip them (tight.dominated).
+    dominates: ClassVar[frozenset[str]] = frozenset()
+    #: How ``--rounds`` composes it: "pld" (its dominating pair's privacy loss distribution)
+    #: or "rdp" (its Renyi curve).
+    composition: ClassVar[str] = "pld"
+    #: For a member F(a) of the lower family: a (None for every other bound).
+    family_a: int | None = None
 
     @abstractmethod
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
@@ -71,6 +130,20 @@ class Bound(ABC):
         """The one-line label for this mechanism (``guarantee`` unless a bound says otherwise)."""
         return self.guarantee
 
+    def parameters(self) -> dict[str, int]:
+        """The bound's own parameters beyond the mechanism (single-bin's nx0), for the output."""
+        return {}
+
+    def refusal(self, mech: ShuffledKRR) -> str | None:
+        """None where the bound applies to ``mech`` at some eps; otherwise why not, in the
+        user's words (conditions that depend on eps or delta are checked when evaluated)."""
+        return None
+
+    def dominating_pair(self, mech: ShuffledKRR) -> object | None:
+        """A pair (P, Q) whose hockey-stick divergence is this bound, for composition (None
+        when the bound is not the divergence of a pair it can list)."""
+        return None
+
     def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
         eps = require_eps(eps)
         b = self.bracket(mech, eps)
@@ -84,6 +157,69 @@ class Bound(ABC):
             delta_upper=b.upper,
             extra={} if kind is self.kind else {"guarantee": self.guarantee_for(mech)},
         )
+
+    def upper_only(self, mech: ShuffledKRR, eps: float) -> float:
+        """The upper side alone at eps (what calibration needs)."""
+        return self.bracket(mech, eps).upper
+
+    def eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        """The eps at which the bound meets ``delta``, rounded to its safe side."""
+        return self._eps_bracket(mech, require_delta(delta))
+
+    def calibration_shortcut(self, n: int, k: int, eps: float, delta: float) -> float | None:
+        """A faster route to calibrate_eps0's answer where the bound has one (None: search)."""
+        return None
+
+    def _eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        """The one safe-side search (crossing.py) over both sides of the bracket."""
+        start = self.zero_from(mech)
+        start = mech.eps0 if math.isinf(start) else start
+
+        def upper(eps: float) -> float:
+            return self.bracket(mech, eps).upper
+
+        def lower(eps: float) -> float:
+            return self.bracket(mech, eps).lower
+
+        eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
+        eps_lower = lower_near(lower, delta, start, eps_upper)
+        headline = eps_lower if self.kind is BoundKind.LOWER else eps_upper
+        return EpsResult(
+            bound=self.name,
+            kind=self.kind,
+            delta=delta,
+            eps=headline,
+            eps_lower=eps_lower,
+            eps_upper=eps_upper,
+        )
+
+    def _closed_form_eps(self, delta: float, value: float) -> EpsResult:
+        """An EpsResult for a bound whose eps(delta) is a closed form (already safe-side)."""
+        return EpsResult(
+            bound=self.name,
+            kind=self.kind,
+            delta=delta,
+            eps=value,
+            eps_lower=value,
+            eps_upper=value,
+        )
+
+    def upper_crossing(self, mech: ShuffledKRR, delta: float, start: float) -> Crossing:
+        """Where the upper side meets ``delta`` (safe side), as ``tight``'s eps(delta) asks."""
+
+        def up(e: float) -> float:
+            return self.bracket(mech, e).upper
+
+        return Crossing(upper=smallest_eps_at_most(up, delta, start, upper_side=True))
+
+    def post_processing_of(self) -> int | None:
+        """The a of the F(a) whose histogram this member's output is a post-processing of (so
+        its delta never exceeds that F(a)'s), or None."""
+        return None
+
+    def witness(self) -> str:
+        """The name of the dataset behind this member's value, as ``lower_from`` shows it."""
+        return self.name
 
     def zero_from(self, mech: ShuffledKRR) -> float:
         """An eps at and above which this bound is exactly 0 (inf if none is known)."""
@@ -103,6 +239,9 @@ class CloneFormBound(Bound):
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         return self.pair(mech).delta(eps)
+
+    def dominating_pair(self, mech: ShuffledKRR) -> CloneFormPair:
+        return self.pair(mech)
 
 
 class StrongAdversary(CloneFormBound):
@@ -233,6 +372,9 @@ class WangKRR(Bound):
         _require_two_count_range(self.name, mech, eps)
         return TwoCountPair.wang(mech).delta(eps)
 
+    def post_processing_of(self) -> int | None:
+        return 0  # the counts (N_x0, N_x1) of F(0)
+
 
 class AllOthersX0(Bound):
     """The exact delta of the whole released histogram for the dataset in which every other user
@@ -304,6 +446,15 @@ class SingleBin(Bound):
         self.nx0 = nx0
         self.quick_lower = quick_lower
 
+    def parameters(self) -> dict[str, int]:
+        return {"nx0": self.nx0}
+
+    def post_processing_of(self) -> int | None:
+        return self.nx0  # the count N_x0 of F(nx0)
+
+    def witness(self) -> str:
+        return f"single-bin(nx0={self.nx0})"
+
     def directions(self, mech: ShuffledKRR, eps: float) -> SingleBinDirections:
         if not 0 <= self.nx0 <= mech.n - 1:
             raise InvalidParameterError(
@@ -353,9 +504,10 @@ class BiswasLiteral(Bound):
     def __init__(self, nx0: int) -> None:
         self.nx0 = nx0
 
-    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        from shuffledp.accountant.biswas_literal import biswas_literal_delta
+    def parameters(self) -> dict[str, int]:
+        return {"nx0": self.nx0}
 
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         value = biswas_literal_delta(mech.n, mech.k, mech.eps0, self.nx0, eps)
         return Bracket(value, value)
 
@@ -403,12 +555,20 @@ class Erlingsson(Bound):
             )
         return math.nextafter(eps, math.inf)
 
-    @staticmethod
-    def _check_mechanism(mech: ShuffledKRR) -> None:
+    def _eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        return self._closed_form_eps(delta, self.eps_for(mech, delta))
+
+    def refusal(self, mech: ShuffledKRR) -> str | None:
         if mech.eps0 > 0.5:
-            raise OutsideConditionsError(f"erlingsson needs eps0 <= 0.5, got eps0={mech.eps0}")
+            return f"erlingsson needs eps0 <= 0.5, got eps0={mech.eps0}"
         if mech.n < 1000:
-            raise OutsideConditionsError(f"erlingsson needs n >= 1000, got n={mech.n}")
+            return f"erlingsson needs n >= 1000, got n={mech.n}"
+        return None
+
+    def _check_mechanism(self, mech: ShuffledKRR) -> None:
+        refusal = self.refusal(mech)
+        if refusal is not None:
+            raise OutsideConditionsError(refusal)
 
 
 class BlanketAnalytic(Bound):
@@ -446,6 +606,9 @@ class BlanketAnalytic(Bound):
         eps = math.nextafter(eps, math.inf)
         self._check_eps(mech, eps)
         return eps
+
+    def _eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        return self._closed_form_eps(delta, self.eps_for(mech, delta))
 
 
 UPPER_BOUNDS: tuple[type[CloneFormBound], ...] = (StrongAdversary, Clones, KRRClones)

@@ -38,11 +38,13 @@ from shuffledp.accountant.bounds import (
     AllOthersX0,
     Bound,
     BoundKind,
+    Crossing,
     DeltaResult,
     OutsideConditionsError,
     SingleBin,
     WangKRR,
 )
+from shuffledp.accountant.crossing import smallest_eps_at_most
 from shuffledp.accountant.family_counts import family_all
 from shuffledp.accountant.gsum import Atom, TooLargeError
 from shuffledp.accountant.k2_contour import (
@@ -62,6 +64,11 @@ from shuffledp.accountant.pairs import Bracket
 #: the two-count pair of AllOthersX0, and F(0) for k = 3 by its G-form rather than the wang-krr
 #: pair: the same exact values, by the faster route there (gsum's Fourier bracket).
 G_FORM_FROM_N = 100_000
+#: Above this n ``tight`` tries only the two ends of single-bin's nx0 (tight.py), and an upper end
+#: below NEGLIGIBLE_DELTA ends its evaluation (:func:`negligible`).
+ENDS_ONLY_FROM = 100_000
+#: See :func:`negligible`.
+NEGLIGIBLE_DELTA = 1e-300
 #: Largest n at which F(a) with 0 < a < n - 1 (k >= 3) is computed: every a at once
 #: (family_counts; about 0.1 s at n = 100 and 0.3-1.4 s at n = 200, 174 MiB there).
 DP_MAX_N = 200
@@ -176,6 +183,14 @@ def candidates(mech: ShuffledKRR) -> list[int]:
     return sorted(set(ends + spread))
 
 
+def negligible(mech: ShuffledKRR, upper: float) -> bool:
+    """Above n = ENDS_ONLY_FROM, an upper end below NEGLIGIBLE_DELTA ends the evaluation: the
+    remaining upper members could only lower it within the subnormal range, and the lower end
+    is then 0 (always valid). Those members (clone-form pairs, wang-krr) take 6-10 s each at
+    n = 1e8 where delta underflows (eps = 0.05, k = 15, eps0 = 4)."""
+    return mech.n > ENDS_ONLY_FROM and upper < NEGLIGIBLE_DELTA
+
+
 class FamilyF(Bound):
     """The exact delta of the dataset F(a) (a others hold x0, the rest one third value), or, with
     a = None, the largest over :func:`candidates`. Guarantees: a lower bound on the worst case."""
@@ -216,6 +231,21 @@ class FamilyF(Bound):
             delta_upper=b.upper,
             extra={"family": "F", "a": float(a)},
         )
+
+
+class FamilyMember(Bound):
+    """F(a) for one a, as a lower-bound member of ``tight``."""
+
+    kind = BoundKind.LOWER
+    guarantee = FamilyF.guarantee
+
+    def __init__(self, a: int) -> None:
+        self.a = a
+        self.family_a = a
+        self.name = f"family-f(a={a})"
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        return family_delta(mech, self.a, eps)
 
 
 #: Most steps (a block cut, halved or evaluated) one certificate of the k = 2 maximum may take;
@@ -342,9 +372,6 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     half = (mech.n - 1) // 2
     meter = WorkMeter()
     found = _K2Values(mech, eps, meter)
-
-    from shuffledp.accountant.tight import negligible  # (tight imports this module)
-
     ceiling = _k2_ceiling(mech, eps)
     if negligible(mech, ceiling):  # the minimum could only move within the subnormal range
         return Bracket(0.0, ceiling), 0
@@ -618,6 +645,17 @@ class ExactK2(Bound):
             return Bracket.exact_zero()
         return k2_worst_case(mech, eps)[0]
 
+    def refusal(self, mech: ShuffledKRR) -> str | None:
+        return None if mech.k == 2 else f"the k = 2 worst case needs --k 2, got {mech.k}"
+
+    def upper_crossing(self, mech: ShuffledKRR, delta: float, start: float) -> Crossing:
+        """The certified crossing of max_a F(a) (k2_eps_for_delta), with F(a*)'s lower
+        crossing; where no certificate confirms one, the safe-side search of the bracket."""
+        lower, value, a = k2_eps_for_delta(mech, delta, start)
+        if math.isfinite(value):
+            return Crossing(upper=value, lower=lower, witness=f"family-f(a={a})", k2_a=a)
+        return Crossing(upper=super().upper_crossing(mech, delta, start).upper, k2_a=a)
+
 
 def k2_eps_for_delta(mech: ShuffledKRR, delta: float, start: float) -> tuple[float, float, int]:
     """k = 2: (eps_lower, eps_upper, a*) around the eps at which the exact worst case max_a F(a)
@@ -679,8 +717,6 @@ def _fine_crossing(
     """smallest_eps_at_most to inversion's tolerance (1e-9 absolute), then, below eps = 1, again
     from there to 1e-11 relative (at least K2_EPS_TOL): 1e-9 is 6e-8 relative at eps = 0.016.
     (Near eps0 = 700 the refinement would creep through thousands of steps: not done there.)"""
-    from shuffledp.accountant.inversion import smallest_eps_at_most
-
     coarse = smallest_eps_at_most(fn, target, start, upper_side=upper_side)
     if not 0.0 < coarse <= 1.0:
         return coarse
@@ -695,8 +731,6 @@ def _k2_uncertified(
     upper / lower): look for the eps where F(a*) alone meets delta / (1.01 r) (by the cheap
     evaluations of ``up``) and certify there, a few times; then a few eps further up. The lower
     end then comes from the lower members. inf if none confirms."""
-    from shuffledp.accountant.inversion import smallest_eps_at_most
-
     ratio = certified.upper / certified.lower if certified.lower > 0 else math.inf
     check = math.inf
     for _ in range(3):

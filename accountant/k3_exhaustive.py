@@ -49,7 +49,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.bounds import Bound, BoundKind, Crossing, OutsideConditionsError
+from shuffledp.accountant.crossing import lower_near, smallest_eps_at_most
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
 from shuffledp.accountant.numerics import FloatArray, largest_where
 from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
@@ -309,6 +310,21 @@ class ExactK3(Bound):
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         return k3_worst_case(mech, eps)[0]
 
+    def refusal(self, mech: ShuffledKRR) -> str | None:
+        try:
+            _require_k3(mech)
+        except OutsideConditionsError as exc:
+            return str(exc)
+        return None
+
+    def upper_crossing(self, mech: ShuffledKRR, delta: float, start: float) -> Crossing:
+        """Never a search over enumerations: the candidate's crossing, confirmed once
+        (k3_eps_for_delta); inf (the other members answer) if none confirms."""
+        lower, value, counts = k3_eps_for_delta(mech, delta, start)
+        if math.isfinite(value):
+            return Crossing(upper=value, lower=lower, witness=counts_name(counts), k3_counts=counts)
+        return Crossing(upper=value)
+
 
 class CountsMember(Bound):
     """The exact delta of one k = 3 dataset (c0 others on x0, c1 on x1, c2 on x2), a lower
@@ -368,7 +384,6 @@ def _usual_worst(n: int) -> set[Counts]:
 
 def _crossing(mech: ShuffledKRR, counts: Counts, delta: float, start: float) -> float:
     """Where the upper end of ``counts``' own delta meets delta (1 - CROSSING_MARGIN)."""
-    from shuffledp.accountant.inversion import smallest_eps_at_most
 
     def up(e: float) -> float:
         return dataset_delta(mech, counts, e).upper
@@ -380,7 +395,6 @@ def _lower_crossing(
     mech: ShuffledKRR, counts: Counts, delta: float, start: float, near: float
 ) -> float:
     """Where the lower end of ``counts``' own delta meets delta, at or below ``near``."""
-    from shuffledp.accountant.inversion import lower_near
 
     def low(e: float) -> float:
         return dataset_delta(mech, counts, e).lower

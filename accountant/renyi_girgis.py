@@ -37,7 +37,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from shuffledp.accountant.bounds import Bound, BoundKind, DeltaResult, OutsideConditionsError
+from shuffledp.accountant.bounds import (
+    Bound,
+    BoundKind,
+    DeltaResult,
+    EpsResult,
+    OutsideConditionsError,
+)
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
@@ -193,6 +199,7 @@ class RenyiGirgis(Bound):
     name = "renyi-girgis"
     kind = BoundKind.UPPER
     guarantee = "valid upper bound (RDP of Girgis et al. Thm 3.1, converted by Lemma 2.1)"
+    composition = "rdp"  # --rounds composes its Renyi curve (compose_rdp), not a pair
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
         orders, rdp = rdp_curve(mech.n, mech.eps0)
@@ -216,6 +223,9 @@ class RenyiGirgis(Bound):
     def eps_for(self, mech: ShuffledKRR, delta: float) -> float:
         orders, rdp = rdp_curve(mech.n, mech.eps0)
         return eps_from_rdp(orders, rdp, delta)[0]
+
+    def _eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        return self._closed_form_eps(delta, self.eps_for(mech, delta))
 
     def zero_from(self, mech: ShuffledKRR) -> float:
         return math.inf

@@ -25,24 +25,28 @@ from shuffledp.accountant.bounds import (
     UPPER_BOUNDS,
     Bound,
     BoundKind,
-    CloneFormBound,
     DeltaResult,
+    EpsResult,
     OutsideConditionsError,
     SingleBin,
     WangKRR,
 )
+from shuffledp.accountant.crossing import EPS_CAP, EPS_TOL, lower_near
+from shuffledp.accountant.family import ENDS_ONLY_FROM as ENDS_ONLY_FROM
+from shuffledp.accountant.family import NEGLIGIBLE_DELTA as NEGLIGIBLE_DELTA
 from shuffledp.accountant.family import (
     ExactK2,
-    FamilyF,
+    FamilyMember,
     candidates,
-    family_delta,
     k2_worst_case,
+    negligible,
 )
 from shuffledp.accountant.k3_exhaustive import (
     K3_MAX_N,
     Counts,
     CountsMember,
     ExactK3,
+    k3_calibrate_eps0,
     k3_worst_case,
 )
 from shuffledp.accountant.largest_group import LargestGroup
@@ -53,15 +57,12 @@ from shuffledp.accountant.pairs import Bracket
 ALL_NX0_UP_TO = 64
 #: Above it, this many nx0 values spread over [0, n-1] (both ends included).
 NX0_SAMPLES = 5
-#: Above this n only the two ends nx0 = 0 and n - 1: the interior samples cost seconds at
-#: n = 1e8 (0.07 s at 1e6) and there are far below F(0) (1e-22 against 1e-110 at n = 1e8, k = 15,
-#: eps0 = 4, eps = 0.02; their lower ends underflow to 0 already at n = 1e6). A subset of nx0
-#: values still gives a valid lower bound.
-ENDS_ONLY_FROM = 100_000
+#: Above ENDS_ONLY_FROM (family.py) only the two ends nx0 = 0 and n - 1: the interior samples
+#: cost seconds at n = 1e8 (0.07 s at 1e6) and there are far below F(0) (1e-22 against 1e-110 at
+#: n = 1e8, k = 15, eps0 = 4, eps = 0.02; their lower ends underflow to 0 already at n = 1e6). A
+#: subset of nx0 values still gives a valid lower bound.
 #: See :func:`with_largest_group`.
 LARGEST_GROUP_IN_TIGHT = 200
-#: See :func:`negligible`.
-NEGLIGIBLE_DELTA = 1e-300
 #: See :func:`dominated`: the clone-form members are skipped once optimal-blanket's bracket is
 #: at most this wide (upper / lower - 1), so skipping them can cost at most this relative width.
 DOMINATED_WIDTH = 1e-3
@@ -75,20 +76,6 @@ def single_bin_candidates(n: int) -> list[int]:
         return [0, n - 1]
     step = (n - 1) / (NX0_SAMPLES - 1)
     return sorted({round(i * step) for i in range(NX0_SAMPLES)})
-
-
-class FamilyMember(Bound):
-    """F(a) for one a, as a lower-bound member of ``tight``."""
-
-    kind = BoundKind.LOWER
-    guarantee = FamilyF.guarantee
-
-    def __init__(self, a: int) -> None:
-        self.a = a
-        self.name = f"family-f(a={a})"
-
-    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
-        return family_delta(mech, self.a, eps)
 
 
 class Tight(Bound):
@@ -144,19 +131,19 @@ class Tight(Bound):
 
     def _upper(self, mech: ShuffledKRR, eps: float) -> tuple[float, str, list[str]]:
         best, name, skipped = math.inf, "", []
-        blanket: Bracket | None = None
+        proven: list[tuple[Bound, Bracket]] = []  # members that dominate others, and their answer
         for bound in self.upper_bounds(mech):
             if negligible(mech, best):
                 break  # the minimum could only move below the normal range
-            if dominated(bound, blanket):
+            if dominated(bound, proven):
                 continue
             try:
                 bracket = bound.bracket(mech, eps)
             except OutsideConditionsError as exc:
                 skipped.append(f"{bound.name}: {exc}")
                 continue
-            if isinstance(bound, OptimalBlanket):
-                blanket = bracket
+            if bound.dominates:
+                proven.append((bound, bracket))
             if bracket.upper < best:
                 best, name = bracket.upper, bound.name
         return best, name, skipped
@@ -186,10 +173,10 @@ class Tight(Bound):
                 bracket = member.bracket(mech, eps)
             except OutsideConditionsError:
                 continue
-            if isinstance(member, FamilyMember):
-                family[member.a] = bracket
+            if member.family_a is not None:
+                family[member.family_a] = bracket
             if bracket.lower > best_lower:
-                best_lower, lower_name = bracket.lower, witness_name(member)
+                best_lower, lower_name = bracket.lower, member.witness()
         if best_lower > best_upper:
             # Both sides are rigorous brackets of exact quantities, so this means a bug or a
             # published "upper bound" that fails; never hide it.
@@ -198,6 +185,18 @@ class Tight(Bound):
                 f"lower {best_lower!r} ({lower_name}) > upper {best_upper!r} ({upper_name})"
             )
         return Bracket(best_lower, best_upper), upper_name, lower_name, skipped
+
+    def _eps_bracket(self, mech: ShuffledKRR, delta: float) -> EpsResult:
+        start = self.zero_from(mech)
+        return tight_eps(self, mech, delta, mech.eps0 if math.isinf(start) else start)
+
+    def calibration_shortcut(self, n: int, k: int, eps: float, delta: float) -> float | None:
+        """k = 3, n <= K3_MAX_N: its first upper member enumerates every dataset: candidates
+        first, one enumeration to confirm (k3_exhaustive), instead of an enumeration at every
+        step of the calibration (None: no shortcut here, or it did not confirm)."""
+        if k == 3 and n <= K3_MAX_N:
+            return k3_calibrate_eps0(n, eps, delta, EPS_CAP)
+        return None
 
     def delta(self, mech: ShuffledKRR, eps: float) -> DeltaResult:
         eps = require_eps(eps)
@@ -226,17 +225,10 @@ def exhaustive_k3(mech: ShuffledKRR) -> bool:
     return mech.k == 3 and mech.n <= K3_MAX_N
 
 
-def negligible(mech: ShuffledKRR, upper: float) -> bool:
-    """Above n = ENDS_ONLY_FROM, an upper end below NEGLIGIBLE_DELTA ends the evaluation: the
-    remaining upper members could only lower it within the subnormal range, and the lower end
-    is then 0 (always valid). Those members (clone-form pairs, wang-krr) take 6-10 s each at
-    n = 1e8 where delta underflows (eps = 0.05, k = 15, eps0 = 4)."""
-    return mech.n > ENDS_ONLY_FROM and upper < NEGLIGIBLE_DELTA
-
-
-def dominated(bound: Bound, blanket: Bracket | None) -> bool:
-    """Whether ``tight`` may skip ``bound`` once optimal-blanket gave ``blanket`` (None: it has
-    not answered).
+def dominated(bound: Bound, proven: list[tuple[Bound, Bracket]]) -> bool:
+    """Whether ``tight`` may skip ``bound`` given the members that declare whom they dominate
+    (``Bound.dominates``) and answered, with their brackets: optimal-blanket dominates the
+    clone-form bounds.
 
     Su, Cheng and Wang prove the privacy-blanket decomposition optimal among every way of
     decomposing the other users' randomizers ("general clones"). strong-adversary (the blanket
@@ -247,7 +239,7 @@ def dominated(bound: Bound, blanket: Bracket | None) -> bool:
     tests/reference/test_tight_dominance.py checks the ordering on a grid. They take
     50-100 ms each at n = 1e6 and seconds at 1e8, against a few ms for optimal-blanket.
     """
-    return blanket is not None and isinstance(bound, CloneFormBound) and narrow(blanket)
+    return any(bound.name in member.dominates and narrow(b) for member, b in proven)
 
 
 def covered(member: Bound, family: dict[int, Bracket]) -> bool:
@@ -256,11 +248,8 @@ def covered(member: Bound, family: dict[int, Bracket]) -> bool:
     F(nx0), post-processings of those datasets' histograms, so neither exceeds that F(a)'s true
     delta, and each could raise the lower end by less than that bracket's width (at most
     DOMINATED_WIDTH, relative). wang-krr takes 0.1-0.5 s at n = 1e6 where F(0) takes 5 ms."""
-    if isinstance(member, WangKRR):
-        a = 0
-    elif isinstance(member, SingleBin):
-        a = member.nx0
-    else:
+    a = member.post_processing_of()
+    if a is None:
         return False
     known = family.get(a)
     return known is not None and narrow(known)
@@ -268,7 +257,8 @@ def covered(member: Bound, family: dict[int, Bracket]) -> bool:
 
 def interior(member: Bound, mech: ShuffledKRR) -> bool:
     """Whether ``member`` is F(a) with 0 < a < n - 1 at k >= 3 (family_counts computes them)."""
-    return isinstance(member, FamilyMember) and mech.k >= 3 and 0 < member.a < mech.n - 1
+    a = member.family_a
+    return a is not None and mech.k >= 3 and 0 < a < mech.n - 1
 
 
 def settled(member: Bound, mech: ShuffledKRR, bracket: Bracket) -> bool:
@@ -309,9 +299,8 @@ def bracket_extra(
 
 
 def witness_name(bound: Bound) -> str:
-    if isinstance(bound, SingleBin):
-        return f"single-bin(nx0={bound.nx0})"
-    return bound.name
+    """The name of the dataset behind ``bound``'s value (``Bound.witness``)."""
+    return bound.witness()
 
 
 def witness_dataset(name: str) -> dict[str, int | str]:
@@ -328,3 +317,102 @@ def witness_dataset(name: str) -> dict[str, int | str]:
         if name.startswith(prefix):
             return {"family": family, key: int(name[len(prefix) : -1])}
     return {}
+
+
+#: An exact (k = 2 or k = 3) crossing this close to its lower end ends the search over the
+#: upper members: every valid upper bound meets delta at or above the true eps, so none can
+#: lower it by more than this (at n = 1e6, k = 2 the clone pairs cost 0.17 s for nothing).
+EXACT_ENOUGH = 1e-9
+#: eps(delta) skips the interior F(a) (k >= 3) once eps_upper <= eps_lower (1 + this): every
+#: F(a) crosses delta at most at the true eps, so at most eps_upper; none can raise eps_lower by
+#: more than this (relative). Otherwise each is checked at eps_lower (one evaluation of all a).
+INTERIOR_EPS_WIDTH = 1e-6
+
+
+def tight_eps(bound: Tight, mech: ShuffledKRR, delta: float, start: float) -> EpsResult:
+    """``tight``'s eps(delta): eps_upper = min over valid upper bounds of their eps (the min of
+    the functions meets the target at the min of their crossings); eps_lower = max over lower
+    bounds l of theirs, since l(eps) > target implies the true delta(eps) > target. Members that
+    cannot beat the current best at the current best are skipped (one evaluation each instead of
+    a search); members that cannot be evaluated here (OutsideConditionsError) are skipped and
+    named. An exact member (k = 2, k = 3) also gives the lower crossing of the worst case's
+    dataset and the dataset the lower members start from (Bound.upper_crossing)."""
+    best_upper, upper_name, skipped = math.inf, "", []
+    exact_lower: tuple[float, str] | None = None
+    k2_a: int | None = None
+    k3_counts: Counts | None = None
+    proven: list[tuple[Bound, Bracket]] = []  # members that dominate others, at their crossing
+    for member in bound.upper_bounds(mech):
+        if dominated(member, proven):
+            continue
+        try:
+            if (
+                math.isfinite(best_upper)
+                and member.bracket(mech, best_upper - EPS_TOL).upper > delta
+            ):
+                continue  # its crossing is above best_upper - tol: it cannot lower the minimum
+            crossing = member.upper_crossing(mech, delta, start)
+        except OutsideConditionsError as exc:
+            skipped.append(f"{member.name}: {exc}")
+            continue
+        value = crossing.upper
+        k2_a = crossing.k2_a if crossing.k2_a is not None else k2_a
+        if crossing.lower is not None:
+            exact_lower = (crossing.lower, crossing.witness)
+            k3_counts = crossing.k3_counts if crossing.k3_counts is not None else k3_counts
+        if member.dominates and math.isfinite(value):
+            proven.append((member, member.bracket(mech, value)))
+        if value < best_upper:
+            best_upper, upper_name = value, member.name
+        if exact_lower is not None and best_upper <= exact_lower[0] * (1.0 + EXACT_ENOUGH):
+            break  # the exact worst case's crossing: no valid upper bound can be lower
+    best_upper = min(best_upper, mech.eps0)  # k-RR alone is (eps0, 0)-DP
+    best_lower, lower_name = _tight_eps_lower(
+        bound, mech, delta, best_upper, exact_lower, k2_a, k3_counts
+    )
+    eps_lower = min(best_lower, best_upper)
+    extra = bracket_extra(upper_name, lower_name, eps_lower, best_upper, skipped)
+    return EpsResult(
+        bound=bound.name,
+        kind=bound.kind,
+        delta=delta,
+        eps=best_upper,
+        eps_lower=eps_lower,
+        eps_upper=best_upper,
+        extra=extra,
+    )
+
+
+def _tight_eps_lower(
+    bound: Tight,
+    mech: ShuffledKRR,
+    delta: float,
+    best_upper: float,
+    exact_lower: tuple[float, str] | None = None,
+    k2_a: int | None = None,
+    k3_counts: Counts | None = None,
+) -> tuple[float, str]:
+    best_lower, lower_name = exact_lower if exact_lower is not None else (0.0, "none")
+    family: dict[int, Bracket] = {}  # F(a) at its crossing, for covered
+    for candidate in bound.lower_bounds(mech, k2_a, k3_counts):
+
+        def low(e: float, m: Bound = candidate) -> float:
+            return m.bracket(mech, e).lower
+
+        if covered(candidate, family):
+            continue
+        if interior(candidate, mech) and best_upper <= best_lower * (1.0 + INTERIOR_EPS_WIDTH):
+            continue
+        try:
+            if low(best_lower) <= delta:
+                continue  # its crossing is at or below best_lower: it cannot raise the maximum
+            # A lower bound's crossing is at most best_upper (there it is <= the truth <= target);
+            # with a narrow bracket it is just below, where lower_near looks first.
+            value = lower_near(low, delta, max(best_upper, EPS_TOL), best_upper)
+        except OutsideConditionsError:
+            continue
+        if candidate.family_a is not None and value > 0.0:
+            family[candidate.family_a] = candidate.bracket(mech, value)
+        if value > best_lower:
+            best_lower, lower_name = value, candidate.witness()
+    return best_lower, lower_name

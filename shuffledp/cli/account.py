@@ -10,13 +10,10 @@ from collections.abc import Mapping
 from typing import Any
 
 from shuffledp.accountant.bounds import (
-    BiswasLiteral,
     Bound,
     BoundKind,
     OutsideConditionsError,
-    SingleBin,
 )
-from shuffledp.accountant.inversion import eps_for_delta
 from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
 from shuffledp.accountant.records import (
     AccountAnswer,
@@ -26,8 +23,8 @@ from shuffledp.accountant.records import (
     WitnessDataset,
 )
 from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
-from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp
-from shuffledp.accountant.tight import Tight, witness_dataset
+from shuffledp.accountant.renyi_girgis import compose_rdp
+from shuffledp.accountant.tight import witness_dataset
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.errors import InvalidParameterError
@@ -197,8 +194,7 @@ def _result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundR
         "kind": str(kind),
         "guarantee": bound.guarantee_for(mech),
     }
-    if isinstance(bound, SingleBin | BiswasLiteral):
-        fields["nx0"] = args.nx0
+    fields.update(bound.parameters())
     if args.eps is not None:
         result = bound.delta(mech, args.eps)
         fields.update(eps=result.eps, delta=result.delta)
@@ -206,13 +202,13 @@ def _result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundR
             fields.update(delta_lower=result.delta_lower, delta_upper=result.delta_upper)
         extra = result.extra
     else:
-        eps_result = eps_for_delta(bound, mech, args.delta)
+        eps_result = bound.eps_bracket(mech, args.delta)
         fields.update(delta=eps_result.delta, eps=eps_result.eps)
         if bracketed:
             fields.update(eps_lower=eps_result.eps_lower, eps_upper=eps_result.eps_upper)
         extra = eps_result.extra
     fields.update(_details(extra))
-    if isinstance(bound, Tight):
+    if kind is BoundKind.BRACKET:  # tight: its lower end names a dataset
         fields["dataset"] = lower_dataset(str(fields.get("lower_from", "")))
     return BoundResult(**fields)
 
@@ -248,15 +244,20 @@ def _details(extra: Mapping[str, float | str]) -> dict[str, Any]:
 
 
 def _result_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
-    try:
-        return _result(bound, mech, args)
-    except OutsideConditionsError as exc:
-        return BoundResult(
-            bound=bound.name,
-            kind=str(bound.kind_for(mech)),
-            guarantee=bound.guarantee_for(mech),
-            error=str(exc),
-        )
+    """The bound's result, or its refusal (``Bound.refusal``, or the conditions it names when
+    evaluated) in the error field."""
+    error = bound.refusal(mech)
+    if error is None:
+        try:
+            return _result(bound, mech, args)
+        except OutsideConditionsError as exc:
+            error = str(exc)
+    return BoundResult(
+        bound=bound.name,
+        kind=str(bound.kind_for(mech)),
+        guarantee=bound.guarantee_for(mech),
+        error=error,
+    )
 
 
 def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
@@ -264,7 +265,7 @@ def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -
         compose_bracket,
     )
 
-    if isinstance(bound, RenyiGirgis):
+    if bound.composition == "rdp":
         return _rdp_compose_result(bound, mech, args)
     kind = bound.kind_for(mech)
     if kind not in (BoundKind.BRACKET, BoundKind.UPPER):
@@ -304,9 +305,7 @@ def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -
     )
 
 
-def _rdp_compose_result(
-    bound: RenyiGirgis, mech: ShuffledKRR, args: argparse.Namespace
-) -> BoundResult:
+def _rdp_compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
     """renyi-girgis over rounds: composed in RDP (rounds x eps(lambda) per order), converted once."""
     result = compose_rdp(mech, args.rounds, eps=args.eps, delta=args.delta)
     return BoundResult(

@@ -108,3 +108,92 @@ def test_the_accountant_has_no_command_line() -> None:
         if part_of(name) == "shuffledp.accountant" and "argparse" in set(imports(path))
     ]
     assert offenders == []
+
+
+#: The accountant's own layers, bottom up (docs/accounting.md, "Where a guaranteed number is
+#: decided"): a module may import modules of its own layer or lower ones, never higher ones.
+#: Every accountant module is listed, so a new one has to take a place.
+ACCOUNTANT_LAYERS: tuple[frozenset[str], ...] = (
+    # engines: the mechanism, log-space numerics, the one eps(delta) search, pair divergences,
+    # G sums, the k = 2 methods, F(a) for every a; no Bound
+    frozenset(
+        {
+            "mechanism",
+            "numerics",
+            "crossing",
+            "pairs",
+            "gsum_fast",
+            "gsum",
+            "family_counts",
+            "k2_exact",
+            "k2_contour",
+            "k2_fft",
+            "k2_waves",
+            "profile_pld",
+            "biswas_literal",
+        }
+    ),
+    # bounds: each labelled bound and the exact worst cases (k = 2, k = 3)
+    frozenset({"bounds", "blanket", "largest_group", "renyi_girgis", "family", "k3_exhaustive"}),
+    # tight and the one-round composition pairs
+    frozenset({"tight", "composition", "privacy_loss", "records"}),
+    # what callers ask: eps(delta) and calibration, names, the composed bracket
+    frozenset({"inversion", "registry", "composition_bracket"}),
+)
+ACCOUNTANT_MODULES = [
+    (name, path) for name, path in ALL_MODULES if part_of(name) == "shuffledp.accountant"
+]
+
+
+def _accountant_layer(module: str) -> int | None:
+    """The layer of shuffledp.accountant.<module> (None for the package itself: on top)."""
+    short = module.removeprefix("shuffledp.accountant").lstrip(".")
+    if not short:
+        return None
+    return next(i for i, layer in enumerate(ACCOUNTANT_LAYERS) if short in layer)
+
+
+def test_every_accountant_module_has_a_layer() -> None:
+    placed = set().union(*ACCOUNTANT_LAYERS)
+    names = {name.removeprefix("shuffledp.accountant.") for name, _ in ACCOUNTANT_MODULES}
+    assert names - {"shuffledp.accountant"} == placed
+
+
+@pytest.mark.parametrize(
+    ("module", "path"), ACCOUNTANT_MODULES, ids=[m for m, _ in ACCOUNTANT_MODULES]
+)
+def test_accountant_lower_layers_never_import_upper_ones(module: str, path: Path) -> None:
+    layer = _accountant_layer(module)
+    if layer is None:
+        return
+    upward = [
+        target
+        for target in imports(path)
+        if target.startswith("shuffledp.accountant.") and (_accountant_layer(target) or 0) > layer
+    ]
+    assert not upward, f"{module} (layer {layer}) imports higher layers: {upward}"
+
+
+def _function_imports(path: Path) -> Iterator[str]:
+    """Modules of the package imported inside a function (outside ``if TYPE_CHECKING``)."""
+    tree = ast.parse(path.read_text(), filename=str(path))
+    for func in ast.walk(tree):
+        if not isinstance(func, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        for node in ast.walk(func):
+            if isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                if node.module.startswith("shuffledp"):
+                    yield node.module
+            elif isinstance(node, ast.Import):
+                yield from (a.name for a in node.names if a.name.startswith("shuffledp"))
+
+
+@pytest.mark.parametrize(
+    ("module", "path"), ACCOUNTANT_MODULES, ids=[m for m, _ in ACCOUNTANT_MODULES]
+)
+def test_accountant_modules_import_the_package_at_the_top(module: str, path: Path) -> None:
+    """No import cycle broken by an import inside a function. The package's __init__ is the
+    one exception: it loads composition (dp_accounting, about 1 s) on first use."""
+    if module == "shuffledp.accountant":
+        return
+    assert list(_function_imports(path)) == []
