@@ -183,10 +183,13 @@ class Bound(ABC):
 
         eps_upper = smallest_eps_at_most(upper, delta, start, upper_side=True)
         eps_lower = lower_near(lower, delta, start, eps_upper)
-        headline = eps_lower if self.kind is BoundKind.LOWER else eps_upper
+        # What the number means for this mechanism (wang-krr is an upper bound at k = 2): the
+        # headline of an upper bound is its upper end, the safe side.
+        kind = self.kind_for(mech)
+        headline = eps_lower if kind is BoundKind.LOWER else eps_upper
         return EpsResult(
             bound=self.name,
-            kind=self.kind,
+            kind=kind,
             delta=delta,
             eps=headline,
             eps_lower=eps_lower,

@@ -105,3 +105,13 @@ def test_k2_pair_is_the_krr_clones_pair(n: int, eps0: float, eps: float) -> None
     assert WangKRR().delta(mech, eps).delta == pytest.approx(
         KRRClones().delta(mech, eps).delta, rel=1e-9
     )
+
+
+@pytest.mark.parametrize(("n", "eps0", "delta"), [(1000, 2.0, 1e-6), (200, 1.0, 1e-3)])
+def test_eps_at_k2_is_the_upper_end(n: int, eps0: float, delta: float) -> None:
+    # At k = 2 wang-krr is an upper bound: its eps(delta) must be the safe (upper) end of the
+    # search, not the lower one (it was the lower end, 5e-10 below, until the kind was asked
+    # per mechanism).
+    result = WangKRR().eps_bracket(ShuffledKRR(n=n, k=2, eps0=eps0), delta)
+    assert result.kind is BoundKind.UPPER
+    assert result.eps == result.eps_upper >= result.eps_lower
