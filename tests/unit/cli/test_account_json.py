@@ -98,15 +98,21 @@ def test_one_shape_for_tight_all_one_bound_and_rdp_rounds(
 
 
 @pytest.mark.slow  # the PLD composition of tight's pair at n = 100, k = 10: 10-20 s
-def test_the_same_shape_for_pld_rounds(capsys: pytest.CaptureFixture[str]) -> None:
-    """One target: the shape does not depend on it, and tests/unit/cli/test_cli.py's --rounds
-    tests check that a composed answer echoes the asked eps and the asked delta."""
-    target = ["--delta", "1e-6"]
+def test_pld_rounds_keep_the_shape_and_eps_is_not_below_one_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The composed answer has the one shape; and its eps is not below the one-round eps_lower,
+    which is below the true one-round eps(delta), which 3 rounds can only raise (this was
+    tests/unit/cli/test_cli.py's test_rounds_eps_not_below_one_round_lower_bound, the same
+    command). One target: tests/unit/cli/test_cli.py's --rounds test checks the echo of --eps."""
+    target = ["--delta", "1e-4"]
     data = printed(capsys, *target, "--rounds", "3")
     assert_one_shape({"rounds": data}, target)
     rounds = data["results"][0]
     assert (rounds["rounds"], rounds["composition"]) == (3, "pld")
     assert rounds["pair"] is not None
+    one = printed(capsys, *target)["results"][0]
+    assert rounds["eps"] >= one["eps_lower"]
 
 
 def test_refused_bounds_keep_the_shape_with_null_numbers(
