@@ -14,6 +14,9 @@
 - no silent skips: a test that always skips checks nothing, so a skip whose reason is not in
   ALLOWED_SKIPS (a fact about the machine, never about the parameters) fails the run; some are
   allowed only outside CI (env CI set).
+- two xdist workers (pyproject.toml's addopts), each running whole test files: these hooks run
+  in every worker, so the tiers and the skip rule hold as in a serial run (`-n 0`). Each worker
+  collects every test, so a test's id must not depend on random bytes or set order.
 """
 
 from __future__ import annotations

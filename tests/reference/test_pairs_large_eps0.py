@@ -60,7 +60,9 @@ NS = (50, 2000)
 
 
 def eps_values(eps0: float) -> list[float]:
-    return [eps0 - 1e-6, eps0 - 1e-3, eps0 - 0.01, eps0 - 1.0, eps0 / 2.0]
+    """The extreme gap (1e-6, the worst cancellation), a small one and eps0 / 2 (the gaps 1e-3
+    and 1.0 of before re-checked the same regimes: 54 cases per test instead of 90)."""
+    return [eps0 - 1e-6, eps0 - 0.01, eps0 / 2.0]
 
 
 GRID = [(eps0, k, n, eps) for eps0 in EPS0S for k in KS for n in NS for eps in eps_values(eps0)]

@@ -152,6 +152,21 @@ def test_wrong_round_through_the_whole_onion() -> None:
         (raw_record(value=K - 1), None),  # the largest valid value passes
         (b"\x00" * (RECORD_SIZE - 1), "wrong-length"),  # a short record inside a short layer
     ],
+    # The records hold fresh random bytes: ids from them would differ between xdist workers.
+    ids=[
+        "value-k",
+        "value-max",
+        "version-next",
+        "version-0",
+        "version-before-round-and-value",
+        "round-before-value",
+        "digest",
+        "digest-before-round-and-value",
+        "version-before-digest",
+        "round-max",
+        "largest-valid-value",
+        "short",
+    ],
 )
 def test_crafted_records_are_rejected_by_reason(record: bytes, reason: str | None) -> None:
     stage = analyzer()

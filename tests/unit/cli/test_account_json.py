@@ -63,18 +63,10 @@ def printed(capsys: pytest.CaptureFixture[str], *args: str) -> dict[str, Any]:
     return data
 
 
-@pytest.mark.parametrize("target", [["--eps", "1"], ["--delta", "1e-6"]])
-def test_one_shape_for_tight_all_one_bound_and_rounds(
-    capsys: pytest.CaptureFixture[str], target: list[str]
-) -> None:
-    shapes = {
-        "tight": printed(capsys, *target),
-        "all": printed(capsys, *target, "--bound", "all", "--nx0", "5"),
-        "all without nx0": printed(capsys, *target, "--bound", "all"),
-        "single-bin": printed(capsys, *target, "--bound", "single-bin", "--nx0", "5"),
-        "rounds": printed(capsys, *target, "--rounds", "3"),
-        "rdp rounds": printed(capsys, *target, "--bound", "renyi-girgis", "--rounds", "2"),
-    }
+def assert_one_shape(shapes: dict[str, dict[str, Any]], target: list[str]) -> None:
+    """Every document has the same keys at the top, in ``mechanism``, ``query`` and in every
+    result, and echoes the asked value in every answer that has numbers."""
+    asked = "eps" if target[0] == "--eps" else "delta"
     for name, data in shapes.items():
         assert list(data) == ["schema", "mechanism", "query", "results"], name
         assert data["schema"] == ACCOUNT_SCHEMA
@@ -82,18 +74,45 @@ def test_one_shape_for_tight_all_one_bound_and_rounds(
         assert set(data["query"]) == {"eps", "delta", "bound", "rounds", "nx0"}, name
         for result in data["results"]:
             assert set(result) == RESULT_KEYS, (name, result["bound"])
-    assert [r["bound"] for r in shapes["all"]["results"]] == list(BOUND_NAMES)
-    tight, rounds = shapes["tight"]["results"][0], shapes["rounds"]["results"][0]
-    assert (tight["rounds"], tight["composition"]) == (1, "none")
-    assert (rounds["rounds"], rounds["composition"]) == (3, "pld")
-    assert rounds["pair"] is not None and tight["upper_from"] is not None
-    assert shapes["rdp rounds"]["results"][0]["composition"] == "rdp"
-    # The asked value is echoed in every answer that has numbers.
-    asked = "eps" if target[0] == "--eps" else "delta"
-    for data in shapes.values():
-        for result in data["results"]:
             if result["error"] is None:
                 assert result[asked] == float(target[1])
+
+
+@pytest.mark.parametrize("target", [["--eps", "1"], ["--delta", "1e-6"]])
+def test_one_shape_for_tight_all_one_bound_and_rdp_rounds(
+    capsys: pytest.CaptureFixture[str], target: list[str]
+) -> None:
+    shapes = {
+        "tight": printed(capsys, *target),
+        "all": printed(capsys, *target, "--bound", "all", "--nx0", "5"),
+        "all without nx0": printed(capsys, *target, "--bound", "all"),
+        "single-bin": printed(capsys, *target, "--bound", "single-bin", "--nx0", "5"),
+        "rdp rounds": printed(capsys, *target, "--bound", "renyi-girgis", "--rounds", "2"),
+    }
+    assert_one_shape(shapes, target)
+    assert [r["bound"] for r in shapes["all"]["results"]] == list(BOUND_NAMES)
+    tight = shapes["tight"]["results"][0]
+    assert (tight["rounds"], tight["composition"]) == (1, "none")
+    assert tight["upper_from"] is not None
+    assert shapes["rdp rounds"]["results"][0]["composition"] == "rdp"
+
+
+@pytest.mark.slow  # the PLD composition of tight's pair at n = 100, k = 10: 10-20 s
+def test_pld_rounds_keep_the_shape_and_eps_is_not_below_one_round(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """The composed answer has the one shape; and its eps is not below the one-round eps_lower,
+    which is below the true one-round eps(delta), which 3 rounds can only raise (this was
+    tests/unit/cli/test_cli.py's test_rounds_eps_not_below_one_round_lower_bound, the same
+    command). One target: tests/unit/cli/test_cli.py's --rounds test checks the echo of --eps."""
+    target = ["--delta", "1e-4"]
+    data = printed(capsys, *target, "--rounds", "3")
+    assert_one_shape({"rounds": data}, target)
+    rounds = data["results"][0]
+    assert (rounds["rounds"], rounds["composition"]) == (3, "pld")
+    assert rounds["pair"] is not None
+    one = printed(capsys, *target)["results"][0]
+    assert rounds["eps"] >= one["eps_lower"]
 
 
 def test_refused_bounds_keep_the_shape_with_null_numbers(

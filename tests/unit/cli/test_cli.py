@@ -293,9 +293,9 @@ def test_bound_all_table(capsys: pytest.CaptureFixture[str], target: list[str]) 
 # ----------------------------------------------------------------------------------------------
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("eps", ["0.5", "1"])
-def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], eps: str) -> None:
+@pytest.mark.slow  # 10-15 s (one eps: 0.5 re-checked the same ordering at the same cost)
+def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str]) -> None:
+    eps = "1"
     one = run_one(capsys, account(100, 10, "2", "--eps", eps, "--json"))
     three = run_one(capsys, account(100, 10, "2", "--eps", eps, "--rounds", "3", "--json"))
     assert three["rounds"] == 3
@@ -307,16 +307,6 @@ def test_rounds_delta_not_below_one_round(capsys: pytest.CaptureFixture[str], ep
     # not below the one-round lower end (3 rounds of a pair only raise its delta).
     assert one["delta_lower"] <= three["delta_lower"] <= three["delta_upper"] == three["delta"]
     assert three["ratio"] == pytest.approx(three["delta_upper"] / three["delta_lower"])
-
-
-@pytest.mark.slow
-def test_rounds_eps_not_below_one_round_lower_bound(capsys: pytest.CaptureFixture[str]) -> None:
-    one = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--json"))
-    three = run_one(capsys, account(100, 10, "2", "--delta", "1e-4", "--rounds", "3", "--json"))
-    assert three["rounds"] == 3
-    assert three["delta"] == 1e-4
-    # eps_lower is below the true 1-round eps(delta), which 3 rounds can only raise.
-    assert three["eps"] >= one["eps_lower"]
 
 
 @pytest.mark.slow

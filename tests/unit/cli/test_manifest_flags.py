@@ -95,6 +95,7 @@ def test_a_flag_that_repeats_the_manifest_is_accepted(shuffledp: Shuffledp, keys
         "4",
         "--expected",
         "2001",
+        "--no-reconnect",  # else it tries the unreachable broker for --reconnect's 60 s
     )
     assert outcome.code == 1 and "cannot reach the broker" in outcome.err
 
