@@ -29,6 +29,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from shuffledp.accountant.blanket import OptimalBlanket, require_eps0_in_range
 from shuffledp.accountant.bounds import Bound, OutsideConditionsError
+from shuffledp.accountant.composition import fft_error
 from shuffledp.accountant.family import family_delta, k2_worst_case
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
@@ -201,25 +202,11 @@ def compose_bracket(
         refusal = f" (it refused: {profile.last_refusal})" if profile.refused else ""
         raise OutsideConditionsError(f"--rounds with {upper_name}: {exc}{refusal}") from None
     err = fft_error(rounds, upper)
-    if delta_v is not None and delta_v <= err:
-        raise OutsideConditionsError(
-            f"--delta {delta_v:g} with --rounds {rounds}: at or below the composition's "
-            f"numerical accuracy ({err:.1e}, the FFT's rounding error on a composed delta); "
-            "ask for a larger --delta"
-        )
+    _require_above_rounding(delta_v, rounds, err)
     if rounds > 1:
         upper = upper.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)
     hi = _answer(upper, eps_v, delta_v, -err)
-    lo, lower_name = -math.inf, ""
-    for pld, name in witness_plds(mech, grid):
-        witness_err = fft_error(rounds, pld)
-        if rounds > 1:
-            pld = pld.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)
-        # dp-accounting adds its truncated tail to the infinite loss of any PLD, optimistic
-        # ones too: take it off the lower end again (twice, for the rounding of the sums).
-        value = _answer(pld, eps_v, delta_v, 2.0 * TAIL_TRUNCATION + witness_err)
-        if value > lo:
-            lo, lower_name = value, name
+    lo, lower_name = _lower_end(mech, grid, rounds, eps_v, delta_v)
     if lo > hi:
         raise ArithmeticError(
             f"composed bracket inverted at {mech}, {rounds} rounds: lower {lo!r} ({lower_name}) "
@@ -239,33 +226,32 @@ def compose_bracket(
     )
 
 
-def fft_error(rounds: int, pld: pld_lib.PrivacyLossDistribution) -> float:
-    """A bound on the absolute rounding error of a delta of ``pld`` composed ``rounds`` times
-    (0 for one round: no transform).
+def _require_above_rounding(delta: float | None, rounds: int, err: float) -> None:
+    """A --delta at or below the FFT's rounding error cannot be answered (OutsideConditions)."""
+    if delta is not None and delta <= err:
+        raise OutsideConditionsError(
+            f"--delta {delta:g} with --rounds {rounds}: at or below the composition's "
+            f"numerical accuracy ({err:.1e}, the FFT's rounding error on a composed delta); "
+            "ask for a larger --delta"
+        )
 
-    dp-accounting's self_compose computes ifft(fft(x)^R) (dp_accounting.pld.common.
-    self_convolve). Per transform of length L, ||err||_2 <= c log2(L) u ||x||_2 (Higham,
-    "Accuracy and Stability of Numerical Algorithms", 2nd ed., Sec. 24.1; u = 2^-53); the R-th
-    power of coefficients of modulus <= 1 multiplies an absolute error by at most R, and a
-    composed PMF's 2-norm is at most x's. So each composed entry's errors have 2-norm at most
-    c log2(L) u (R + 1) ||x||_2, and a delta, a sum of at most L entries with weights in
-    [0, 1], is off by at most sqrt(L) times that. Safe side: c = 32 (a radix-2 FFT's constant
-    is below 6), L = 2 (R (m - 1) + 1) for m one-round points (the support, doubled for the
-    transform's padding). Composed deltas below it are rounding noise: an inverted bracket
-    (lower 3.8e-17 > upper 2.8e-17 at n = 1,000, k = 10, eps0 = 2, eps = 1, R = 3) was one.
-    """
-    if rounds == 1:
-        return 0.0
-    worst = 0.0
-    # dp-accounting has no public accessor for a PLD's two PMFs; both are read (the same
-    # object for a symmetric PLD).
-    for pmf in (pld._pmf_remove, pld._pmf_add):
-        probs = np.asarray(pmf.to_dense_pmf()._probs)
-        length = 2 * (rounds * (probs.size - 1) + 1)
-        norm = float(np.sqrt(np.sum(probs * probs)))
-        per_entry = 32.0 * math.log2(length) * 2.0**-53 * (rounds + 1) * norm
-        worst = max(worst, math.sqrt(length) * per_entry)
-    return worst
+
+def _lower_end(
+    mech: ShuffledKRR, grid: Grid, rounds: int, eps: float | None, delta: float | None
+) -> tuple[float, str]:
+    """The largest composed value over the witness pairs (rounded down) and its pair's name."""
+    lo, lower_name = -math.inf, ""
+    for pld, name in witness_plds(mech, grid):
+        witness_err = fft_error(rounds, pld)
+        if rounds > 1:
+            pld = pld.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)
+        # dp-accounting adds its truncated tail to the infinite loss of any PLD, optimistic
+        # ones too: take it off the lower end again (twice, for the rounding of the sums), and
+        # the FFT's rounding error.
+        value = _answer(pld, eps, delta, 2.0 * TAIL_TRUNCATION + witness_err)
+        if value > lo:
+            lo, lower_name = value, name
+    return lo, lower_name
 
 
 def _answer(

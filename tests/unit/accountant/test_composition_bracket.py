@@ -11,6 +11,7 @@ from shuffledp.accountant import (
     ShuffledKRR,
 )
 from shuffledp.accountant import composition_bracket as cb
+from shuffledp.accountant.composition import fft_error
 
 
 def test_profile_not_reached_is_said_and_stays_valid(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -76,14 +77,14 @@ def test_fft_error_bounds_the_composition_rounding(rounds: int) -> None:
     weights = rng.random(400) ** 8
     probs = {i - 120: float(w) for i, w in enumerate(weights / weights.sum())}
     pld = pld_lib.PrivacyLossDistribution.create_from_rounded_probability(probs, 0.0, 1e-2)
-    err = cb.fft_error(rounds, pld)
+    err = fft_error(rounds, pld)
     composed = pld.self_compose(rounds, tail_mass_truncation=0.0)
     for eps in (0.0, 1.0, 3.0):
         gap = abs(
             float(composed.get_delta_for_epsilon(eps)) - _direct_delta(probs, 1e-2, rounds, eps)
         )
         assert gap <= err
-    assert cb.fft_error(1, pld) == 0.0
+    assert fft_error(1, pld) == 0.0
 
 
 def test_a_composed_delta_below_the_rounding_error_keeps_the_bracket_ordered() -> None:
