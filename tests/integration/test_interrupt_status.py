@@ -183,6 +183,8 @@ def _stop_and_check(case: _Case, sig: signal.Signals, tmpdir: Path) -> None:
         while len(descendants) < case.descendants and time.monotonic() < deadline:
             time.sleep(0.2)
             descendants = main.children(recursive=True)
+            # A command that ended before its work started says why (not a bare "[]").
+            assert process.poll() is None, process.communicate()[1]
         assert len(descendants) >= case.descendants, [p.cmdline() for p in descendants]
         time.sleep(case.settle)
         descendants = main.children(recursive=True)
@@ -295,3 +297,26 @@ def test_a_caught_interrupt_keeps_the_chosen_exit_status(tmp_path: Path) -> None
     if _status(tmp_path, "keep") == 7:
         pytest.skip("this interpreter keeps the status of a caught KeyboardInterrupt anyway")
     assert _status(tmp_path, "forget") == 7
+
+
+@pytest.mark.parametrize(
+    "sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP], ids=lambda s: s.name
+)
+def test_a_signal_while_the_modules_load_ends_in_one_line(sig: signal.Signals) -> None:
+    # At 0.15 s the interpreter is importing the CLI (a second or more): shuffledp/__main__.py
+    # handles the signal there; had the import finished, the command's own handlers do. Either
+    # way: 128 + the signal, one line naming the command, no traceback.
+    process = subprocess.Popen(
+        _cmd("account", "--n", "1000", "--k", "10", "--eps0", "2", "--eps", "1"),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=default_sigint,
+    )
+    time.sleep(0.15)
+    process.send_signal(sig)
+    _, stderr = process.communicate(timeout=STOP_TIMEOUT)
+    assert process.returncode == 128 + sig, stderr
+    assert "Traceback" not in stderr
+    assert len(stderr.splitlines()) == 1, stderr
+    assert stderr.startswith("shuffledp account: ") and "interrupted" in stderr, stderr
