@@ -35,6 +35,7 @@ from shuffledp.accountant import (
     InvalidParameterError,
     KRRClones,
     OptimalBlanket,
+    OutsideConditionsError,
     ShuffledKRR,
     StrongAdversary,
     Tight,
@@ -368,3 +369,24 @@ def test_the_summed_convolution_bound_covers_the_rounding(seed: int) -> None:
         gaps.append(abs(float(composed.get_delta_for_epsilon(eps)) - want))
         assert fast.delta(eps) >= want
     assert 0 < max(gaps) <= fast.rounding
+
+
+def test_a_delta_at_or_below_the_rounding_bound_is_refused_in_one_line() -> None:
+    """eps at a delta the FFTs' rounding could swamp cannot be answered: compose, compose_rounds
+    and FastPLD.eps refuse it, naming --delta and the accuracy."""
+    mechs = _mechs((40, 25, 60))
+    fast = pair_fast_pld(KRRClones(), mechs[0], GRID)
+    for mech in mechs[1:]:
+        composed = fast.compose(pair_fast_pld(KRRClones(), mech, GRID))
+        assert composed is not None
+        fast = composed
+    assert fast.rounding > 0
+    message = r"^--delta 1e-16: at or below the composition's numerical accuracy \(\d\.\de-\d\d,"
+    with pytest.raises(OutsideConditionsError, match=message):
+        fast.eps(1e-16)
+    with pytest.raises(OutsideConditionsError, match=message):
+        compose_rounds(mechs, delta=1e-16, discretization=GRID)
+    with pytest.raises(OutsideConditionsError, match=message):
+        compose(mechs[0], 3, delta=1e-16, discretization=GRID)
+    # One round: no transform, nothing to refuse.
+    assert compose_rounds(mechs[:1], delta=1e-16, discretization=GRID).eps > 0
