@@ -189,15 +189,70 @@ def fft_error(rounds: int, pld: pld_lib.PrivacyLossDistribution) -> float:
     if rounds == 1:
         return 0.0
     worst = 0.0
-    # dp-accounting has no public accessor for a PLD's two PMFs; both are read (the same
-    # object for a symmetric PLD).
-    for pmf in (pld._pmf_remove, pld._pmf_add):
-        probs = np.asarray(pmf.to_dense_pmf()._probs)
+    for probs in _pmf_probs(pld):
         length = 2 * (rounds * (probs.size - 1) + 1)
         norm = float(np.sqrt(np.sum(probs * probs)))
         per_entry = 32.0 * math.log2(length) * 2.0**-53 * (rounds + 1) * norm
         worst = max(worst, math.sqrt(length) * per_entry)
     return worst
+
+
+def _pmf_probs(pld: pld_lib.PrivacyLossDistribution) -> tuple[FloatArray, FloatArray]:
+    """The finite-loss masses of a PLD's two directions as dense arrays."""
+    # dp-accounting has no public accessor for a PLD's two PMFs; both are read (the same
+    # object for a symmetric PLD).
+    return (
+        np.asarray(pld._pmf_remove.to_dense_pmf()._probs, dtype=float),
+        np.asarray(pld._pmf_add.to_dense_pmf()._probs, dtype=float),
+    )
+
+
+def convolution_error(a: FloatArray, b: FloatArray) -> float:
+    """A bound on the absolute rounding error of any delta read off y = a * b computed by FFT
+    (scipy.signal.fftconvolve, as dp-accounting's ``compose`` and :meth:`FastPLD.compose` do),
+    for nonnegative a, b of mass <= 1 (one direction of two PLDs).
+
+    Per transform of length L, ||fl(F x) - F x||_2 <= c log2(L) u ||F x||_2 (Higham,
+    "Accuracy and Stability of Numerical Algorithms", 2nd ed., Sec. 24.1; u = 2^-53), and
+    ||F x||_2 = sqrt(L) ||x||_2 for the unnormalised DFT F. The pointwise product's error is at
+    most |err_a| |F b| + |F a| |err_b| + u |F a F b| (plus second-order terms), and
+    |F b| <= ||b||_1 <= 1, |F a| <= 1; the inverse (1/L) F* divides a 2-norm by sqrt(L) and adds
+    its own c log2(L) u ||y||_2. So ||Δy||_2 <= c log2(L) u (||a||_2 + ||b||_2 + ||y||_2), with
+    ||y||_2 <= min(||a||_1 ||b||_2, ||a||_2 ||b||_1) <= min(||a||_2, ||b||_2) (Young). A delta
+    is a sum over y's m = len(a) + len(b) - 1 entries (and the tails dp-accounting truncates:
+    moved to the first kept loss or to the infinite loss) with weights in [0, 1], so it is off
+    by at most ||Δy||_1 <= sqrt(m) ||Δy||_2. Safe side: c = 32 (a radix-2 FFT's constant is
+    below 6; it also absorbs the second-order terms, the u ||y||_2 of the product and the
+    pairwise sums' rounding), L = 2 m (scipy pads to a fast length below 2 m).
+
+    Over several steps the errors add: if a carries an error e (in 1-norm), the next step
+    convolves it with b, a vector of mass <= 1, and ||e * b||_1 <= ||e||_1 ||b||_1 <= ||e||_1:
+    convolving with a probability vector does not amplify it (nor does the infinity mass's
+    update a + b - a b, whose derivative in a is 1 - b <= 1). So a composition's bound is the
+    sum of its operands' bounds and this step's (:meth:`FastPLD.compose`, :func:`compose_rounds`).
+    """
+    m = a.size + b.size - 1
+    norm_a = float(np.sqrt(np.sum(a * a)))
+    norm_b = float(np.sqrt(np.sum(b * b)))
+    per_entry = 32.0 * math.log2(2 * m) * 2.0**-53 * (norm_a + norm_b + min(norm_a, norm_b))
+    return math.sqrt(m) * per_entry
+
+
+def pld_convolution_error(
+    a: pld_lib.PrivacyLossDistribution, b: pld_lib.PrivacyLossDistribution
+) -> float:
+    """:func:`convolution_error` of ``a.compose(b)``: the larger of its two directions'."""
+    pairs = zip(_pmf_probs(a), _pmf_probs(b), strict=True)
+    return max(convolution_error(x, y) for x, y in pairs)
+
+
+def require_above_rounding(delta: float, err: float) -> None:
+    """OutsideConditionsError when a --delta is at or below a composition's rounding bound."""
+    if delta <= err:
+        raise OutsideConditionsError(
+            f"--delta {delta:g}: at or below the composition's numerical accuracy ({err:.1e}, "
+            "the FFT's rounding error on a composed delta); ask for a larger --delta"
+        )
 
 
 def compose(
@@ -212,12 +267,16 @@ def compose(
     """The guarantee after ``rounds`` rounds: delta at ``eps`` or eps at ``delta`` (one of them).
 
     ``bounds`` defaults to every valid upper bound (the ``tight`` guarantee); the smallest
-    composed value is returned.
+    composed value is returned. Each pair's value carries its FFT's rounding bound
+    (:func:`fft_error`) on the safe side: delta at eps plus it, eps at (delta minus it); a
+    ``delta`` at or below it is refused (OutsideConditionsError).
     """
     if isinstance(rounds, bool) or not isinstance(rounds, int) or rounds < 1:
         raise InvalidParameterError(f"rounds must be an integer >= 1, got {rounds!r}")
     if (eps is None) == (delta is None):
         raise InvalidParameterError("give exactly one of eps and delta")
+    eps_v = None if eps is None else require_eps(eps)
+    delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
     members = bounds if bounds is not None else default_families()
@@ -230,18 +289,11 @@ def compose(
         except OutsideConditionsError:
             continue  # optimal-blanket's pair too large to list: the others remain valid
         composed = pld.self_compose(rounds) if rounds > 1 else pld
-        if eps is not None:
-            eps_v = require_eps(eps)
-            value = float(composed.get_delta_for_epsilon(eps_v))
-            result = ComposedResult(
-                rounds=rounds, eps=eps_v, delta=min(1.0, value), pair=member.name
-            )
+        err = fft_error(rounds, pld)
+        result = _composed_result(composed, member.name, rounds, eps_v, delta_v, err)
+        if eps_v is not None:
             better = best is None or result.delta < best.delta
         else:
-            assert delta is not None
-            delta_v = require_delta(delta)
-            value = float(composed.get_epsilon_for_delta(delta_v))
-            result = ComposedResult(rounds=rounds, eps=value, delta=delta_v, pair=member.name)
             better = best is None or result.eps < best.eps
         if better:
             best = result
@@ -321,14 +373,21 @@ class FastPLD:
     the time of a stream's accounting (tests/unit/accountant/test_composition_rounds.py checks the results
     against dp-accounting's own ``compose``). Queries go through dp-accounting's
     :class:`PrivacyLossDistribution` built on the same arrays (:meth:`to_pld`).
+
+    ``rounding`` bounds the FFTs' rounding error on any delta of it (0 for one round; the sum
+    of the steps' :func:`convolution_error`): :meth:`delta` adds it, :meth:`eps` reads eps at
+    delta minus it.
     """
 
-    __slots__ = ("_pld", "add", "discretization", "remove")
+    __slots__ = ("_pld", "add", "discretization", "remove", "rounding")
 
-    def __init__(self, discretization: float, remove: _Direction, add: _Direction) -> None:
+    def __init__(
+        self, discretization: float, remove: _Direction, add: _Direction, rounding: float = 0.0
+    ) -> None:
         self.discretization = discretization
         self.remove = remove
         self.add = add
+        self.rounding = rounding
         self._pld: pld_lib.PrivacyLossDistribution | None = None
 
     @classmethod
@@ -359,10 +418,15 @@ class FastPLD:
             )
         if self.finite_mass() * other.finite_mass() < SATURATION_MASS:
             return None
+        step = max(
+            convolution_error(self.remove.probs, other.remove.probs),
+            convolution_error(self.add.probs, other.add.probs),
+        )
         return FastPLD(
             self.discretization,
             _compose_direction(self.remove, other.remove, tail_mass_truncation),
             _compose_direction(self.add, other.add, tail_mass_truncation),
+            self.rounding + other.rounding + step,
         )
 
     def to_pld(self) -> pld_lib.PrivacyLossDistribution:
@@ -378,12 +442,14 @@ class FastPLD:
         return self._pld
 
     def delta(self, eps: float) -> float:
-        """delta at eps (the larger direction), at most 1."""
-        return min(1.0, float(self.to_pld().get_delta_for_epsilon(eps)))
+        """delta at eps (the larger direction) plus :attr:`rounding`, at most 1."""
+        return min(1.0, float(self.to_pld().get_delta_for_epsilon(eps)) + self.rounding)
 
     def eps(self, delta: float) -> float:
-        """The smallest eps on the grid's terms with delta(eps) <= delta (inf if none)."""
-        return float(self.to_pld().get_epsilon_for_delta(delta))
+        """The smallest eps on the grid's terms with delta(eps) <= delta - :attr:`rounding`
+        (inf if none; OutsideConditionsError if delta <= rounding)."""
+        require_above_rounding(delta, self.rounding)
+        return float(self.to_pld().get_epsilon_for_delta(delta - self.rounding))
 
     @property
     def nbytes(self) -> int:
@@ -470,7 +536,10 @@ def compose_rounds(
     Precision: every round's losses are rounded up to the grid, so the r-round PLD's loss is
     overstated by less than r * discretization: its delta at eps is >= the exact composed delta
     of the pairs at eps and <= that at eps - r * discretization (plus 1e-15 per composition of
-    truncated tails, counted as infinite loss).
+    truncated tails, counted as infinite loss). Each FFT convolution's rounding is bounded by
+    :func:`convolution_error` and the bounds add over the rounds: delta at eps is returned plus
+    their sum, eps at (delta minus it); a ``delta`` at or below it is refused
+    (OutsideConditionsError).
     """
     _require_rounds(mechs)
     if (eps is None) == (delta is None):
@@ -484,9 +553,10 @@ def compose_rounds(
         raise InvalidParameterError("bounds must hold at least one bound")
     best: ComposedResult | None = None
     for member in members:
-        composed = _compose_family_rounds(member, mechs, discretization)
+        composed, err = _compose_family_rounds(member, mechs, discretization)
         # The label after composing: BlanketFamily counts its fallback rounds while listing.
-        result = _composed_result(composed, _family_label(member), len(mechs), eps_v, delta_v)
+        label = _family_label(member)
+        result = _composed_result(composed, label, len(mechs), eps_v, delta_v, err)
         if eps_v is not None:
             better = best is None or result.delta < best.delta
         else:
@@ -516,11 +586,13 @@ def _require_rounds(mechs: Sequence[ShuffledKRR]) -> None:
 
 def _compose_family_rounds(
     member: PairSource, mechs: Sequence[ShuffledKRR], discretization: float
-) -> pld_lib.PrivacyLossDistribution | None:
+) -> tuple[pld_lib.PrivacyLossDistribution | None, float]:
     """One family's PLDs of the rounds composed in the order given (one PLD per distinct
-    mechanism), or None once the composition saturates (delta = 1 whatever follows)."""
+    mechanism), or None once the composition saturates (delta = 1 whatever follows), and the
+    sum of the convolutions' rounding bounds (:func:`convolution_error`)."""
     cache: dict[ShuffledKRR, pld_lib.PrivacyLossDistribution] = {}
     composed: pld_lib.PrivacyLossDistribution | None = None
+    err = 0.0
     for position, mech in enumerate(mechs):
         if mech not in cache:
             cache[mech] = pair_pld(member, mech, discretization, dense=True)
@@ -528,10 +600,12 @@ def _compose_family_rounds(
             composed = cache[mech]
         else:
             assert composed is not None
-            composed = compose_or_saturate(composed, cache[mech])
-            if composed is None:
-                break  # saturated: delta = 1 whatever follows
-    return composed
+            step = compose_or_saturate(composed, cache[mech])
+            if step is None:
+                return None, err  # saturated: delta = 1 whatever follows
+            err += pld_convolution_error(composed, cache[mech])
+            composed = step
+    return composed, err
 
 
 def _family_label(member: PairSource) -> str:
@@ -548,11 +622,17 @@ def _composed_result(
     rounds: int,
     eps: float | None,
     delta: float | None,
+    err: float,
 ) -> ComposedResult:
-    """delta at eps (1 if saturated) or, when eps is None, eps at delta (inf if saturated)."""
+    """delta at eps plus ``err`` (1 if saturated) or, when eps is None, eps at delta minus
+    ``err`` (inf if saturated; OutsideConditionsError if delta <= err): ``err`` bounds the
+    composition's rounding."""
     if eps is not None:
-        value = 1.0 if composed is None else float(composed.get_delta_for_epsilon(eps))
+        value = 1.0 if composed is None else float(composed.get_delta_for_epsilon(eps)) + err
         return ComposedResult(rounds=rounds, eps=eps, delta=min(1.0, value), pair=name)
     assert delta is not None
-    value = math.inf if composed is None else float(composed.get_epsilon_for_delta(delta))
+    if composed is None:
+        return ComposedResult(rounds=rounds, eps=math.inf, delta=delta, pair=name)
+    require_above_rounding(delta, err)
+    value = float(composed.get_epsilon_for_delta(delta - err))
     return ComposedResult(rounds=rounds, eps=value, delta=delta, pair=name)

@@ -10,7 +10,9 @@ Gaussian or Laplace mechanism, another PLD) gives a valid guarantee for the comp
 :func:`privacy_loss_distribution` gives one family's PLD (by default optimal-blanket's pair,
 krr-clones' where optimal-blanket's is too large to list); :func:`privacy_loss_distributions`
 gives every family's, keyed by name. Each is valid alone; the smallest delta over the families of
-a composition is valid too, and is exactly what ``compose`` / ``compose_rounds`` return::
+a composition is valid too, and is what ``compose`` / ``compose_rounds`` return, less the bound
+on the FFT's rounding they add on the safe side (``composition.fft_error``,
+``composition.convolution_error``)::
 
     from shuffledp.accountant import ShuffledKRR, privacy_loss_distribution
     pld = privacy_loss_distribution(ShuffledKRR(n=1000, k=5, eps0=2.0))

@@ -7,7 +7,9 @@ References:
   (lower = Q, upper = P: REMOVE is H(P || Q), ADD is H(Q || P)), composed with dp-accounting's
   ``PrivacyLossDistribution.compose``: built here without any project code but the pairs'
   outcome lists. compose_rounds adds the pair's left-out mass (<= ~1e-15 per round) as infinite
-  loss, so the two agree to ~1e-12 (absolute, with deltas of order 1e-3..1e-1).
+  loss, so the two agree to ~1e-12 (absolute, with deltas of order 1e-3..1e-1), once the bound on
+  the FFTs' rounding compose_rounds adds (delta plus it, eps at delta minus it) is added to the
+  reference too.
 * compose(mech, r) (dp-accounting's ``self_compose``, a different algorithm) for r equal rounds.
 * Invariants that hold exactly for these pessimistic PLDs:
   - adding a round never decreases delta: for a PLD whose every loss is >= the true loss of a
@@ -32,6 +34,8 @@ from shuffledp.accountant import (
     Clones,
     InvalidParameterError,
     KRRClones,
+    OptimalBlanket,
+    OutsideConditionsError,
     ShuffledKRR,
     StrongAdversary,
     Tight,
@@ -43,9 +47,12 @@ from shuffledp.accountant.composition import (
     BlanketFamily,
     FastPLD,
     PairSource,
+    _compose_family_rounds,
     compose_rounds,
+    fft_error,
     local_krr_pld,
     pair_fast_pld,
+    pair_pld,
 )
 from shuffledp.simulations.pipeline.stream import UserLedger
 
@@ -85,6 +92,11 @@ def _direct_composition(
     return composed
 
 
+def _rounding(bound: PairSource, mechs: list[ShuffledKRR], grid: float) -> float:
+    """The FFT rounding bound compose_rounds adds for this family."""
+    return _compose_family_rounds(bound, mechs, grid)[1]
+
+
 # ----------------------------------------------------------------------------------------------
 # compose_rounds against dp-accounting's direct computation
 
@@ -102,15 +114,17 @@ def _tolerance(bound: PairSource) -> float:
 def test_compose_rounds_equals_dp_accounting_direct(bound: CloneFormBound, grid: float) -> None:
     mechs = _mechs()
     direct = _direct_composition(bound, mechs, grid)
+    err = _rounding(bound, mechs, grid)
+    assert 0 < err < 1e-10
     for eps in (0.0, 0.2, 0.5, 1.0, 2.0):
         ours = compose_rounds(mechs, eps=eps, bounds=[bound], discretization=grid)
         assert ours.pair == bound.name and ours.rounds == len(mechs)
-        expected = min(1.0, float(direct.get_delta_for_epsilon(eps)))
+        expected = min(1.0, float(direct.get_delta_for_epsilon(eps)) + err)
         assert ours.delta == pytest.approx(expected, rel=0, abs=_tolerance(bound)), eps
         assert ours.delta >= expected - 1e-15  # the left-out mass only adds
     for delta in (1e-2, 1e-4, 1e-6):
         ours = compose_rounds(mechs, delta=delta, bounds=[bound], discretization=grid)
-        expected_eps = float(direct.get_epsilon_for_delta(delta))
+        expected_eps = float(direct.get_epsilon_for_delta(delta - err))
         rel = 1e-6 if isinstance(bound, BlanketFamily) else 1e-9  # see _tolerance
         assert ours.eps == pytest.approx(expected_eps, rel=rel, abs=1e-12), delta
 
@@ -128,15 +142,27 @@ def test_compose_rounds_is_the_minimum_over_families() -> None:
 @pytest.mark.slow
 @pytest.mark.parametrize("rounds", [1, 2, 5])
 def test_identical_rounds_equal_compose(rounds: int) -> None:
+    """compose_rounds (R - 1 pairwise FFTs) and compose (one ifft(fft(x)^R)) each add their own
+    rounding bound (convolution_error summed, fft_error), and each raw value is within its own
+    bound of the exact composition of the same PLD: so the two agree within the sum of the two
+    bounds (s below; the largest over the families bounds the winner's), not to 1e-15."""
     mech = ShuffledKRR(n=50, k=K, eps0=EPS0)
+    s = max(_rounding(b, [mech] * rounds, GRID) for b in FAMILIES) + max(
+        fft_error(rounds, pair_pld(b, mech, GRID)) for b in [*FAMILIES[1:], OptimalBlanket()]
+    )
+    assert (s == 0.0) == (rounds == 1)
     for eps in (0.3, 1.0):
         got = compose_rounds([mech] * rounds, eps=eps, discretization=GRID)
         want = compose(mech, rounds, eps=eps, discretization=GRID)
-        assert got.delta == pytest.approx(want.delta, rel=1e-9, abs=1e-15)
+        assert got.delta == pytest.approx(want.delta, rel=1e-9, abs=s + 1e-15)
         assert got.pair == want.pair
-    got_eps = compose_rounds([mech] * rounds, delta=1e-5, discretization=GRID).eps
-    want_eps = compose(mech, rounds, delta=1e-5, discretization=GRID).eps
-    assert got_eps == pytest.approx(want_eps, rel=1e-9)
+    delta = 1e-5
+    got_eps = compose_rounds([mech] * rounds, delta=delta, discretization=GRID).eps
+    # eps at delta falls as delta grows: within s of each other's raw delta, got's eps lies
+    # between compose's at delta + 2 s and at delta - 2 s.
+    lo = compose(mech, rounds, delta=delta + 2 * s, discretization=GRID).eps
+    hi = compose(mech, rounds, delta=delta - 2 * s, discretization=GRID).eps
+    assert lo * (1 - 1e-9) <= got_eps <= hi * (1 + 1e-9)
 
 
 @pytest.mark.slow
@@ -228,16 +254,21 @@ def test_fast_composition_equals_dp_accounting_compose(bound: CloneFormBound) ->
         assert fast is not None
     assert fast is not None
     reference = compose_rounds(mechs, eps=0.5, bounds=[bound], discretization=grid)
+    # The same rounding bound as compose_rounds' (the same arrays' norms, to ~1e-12 relative).
+    assert fast.rounding == pytest.approx(_rounding(bound, mechs, grid), rel=1e-9)
     assert fast.delta(0.5) == pytest.approx(reference.delta, rel=1e-12, abs=1e-15)
     direct = _direct_composition(bound, mechs, grid)
     for eps in (0.1, 0.7, 1.5):
         assert fast.delta(eps) == pytest.approx(
-            min(1.0, float(direct.get_delta_for_epsilon(eps))), rel=0, abs=_tolerance(bound)
+            min(1.0, float(direct.get_delta_for_epsilon(eps)) + fast.rounding),
+            rel=0,
+            abs=_tolerance(bound),
         )
     # eps at 1e-6 moves by about (mass left out) / (d delta / d eps): 1e-6 relative for the
     # blanket pair, 1e-9 for the clone-form pairs.
     rel = 1e-6 if isinstance(bound, BlanketFamily) else 1e-9
-    assert fast.eps(1e-6) == pytest.approx(float(direct.get_epsilon_for_delta(1e-6)), rel=rel)
+    want = float(direct.get_epsilon_for_delta(1e-6 - fast.rounding))
+    assert fast.eps(1e-6) == pytest.approx(want, rel=rel)
 
 
 def test_ledger_history_equals_compose_rounds() -> None:
@@ -294,3 +325,68 @@ def test_local_krr_round_is_eps0_pure() -> None:
         exact = pt - math.exp(eps) * pb
         assert exact * (1 - 1e-12) <= pld.delta(eps) <= pt - math.exp(eps - grid) * pb + 1e-15
     assert np.isclose(pld.eps(1e-9), eps0, atol=grid)
+
+
+def _direct_delta(probs: np.ndarray, lower: int, grid: float, eps: float) -> float:
+    """delta at eps of mass probs[i] at loss (lower + i) * grid, summed directly."""
+    losses = (np.arange(probs.size) + lower) * grid
+    return float(np.sum(np.where(losses > eps, -np.expm1(eps - losses) * probs, 0.0)))
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_the_summed_convolution_bound_covers_the_rounding(seed: int) -> None:
+    """FastPLD.compose's accumulated rounding bound (and compose_rounds', the same
+    convolution_error summed) covers the rounding actually made: five different random PMFs
+    (200-900 loss points, heavy-tailed weights) composed by FFT, without tail truncation,
+    against np.convolve (a direct sum, FFT-free: errors relative, ~1e-16 of each term)."""
+    from shuffledp.accountant.composition import _Direction, pld_convolution_error
+
+    rng = np.random.default_rng(seed)
+    grid = 1e-2
+    fast: FastPLD | None = None
+    plds: list[pld_lib.PrivacyLossDistribution] = []
+    direct, lower = np.ones(1), 0
+    for _ in range(5):
+        weights = rng.random(int(rng.integers(200, 900))) ** 8
+        probs = weights / weights.sum()
+        low = int(rng.integers(-300, 0))
+        step = FastPLD(grid, _Direction(low, probs, 0.0), _Direction(low, probs, 0.0))
+        plds.append(step.to_pld())
+        fast = step if fast is None else fast.compose(step, tail_mass_truncation=0.0)
+        assert fast is not None
+        direct, lower = np.convolve(direct, probs), lower + low
+    assert fast is not None and 0 < fast.rounding < 1e-11
+    # compose_rounds' path: dp-accounting's compose, the bounds summed the same way.
+    composed, summed = plds[0], 0.0
+    for pld in plds[1:]:
+        summed += pld_convolution_error(composed, pld)
+        composed = composed.compose(pld, tail_mass_truncation=0.0)
+    assert summed == pytest.approx(fast.rounding, rel=1e-9)
+    gaps = []
+    for eps in (0.0, 1.0, 3.0):
+        want = _direct_delta(direct, lower, grid, eps)
+        gaps.append(abs(float(fast.to_pld().get_delta_for_epsilon(eps)) - want))
+        gaps.append(abs(float(composed.get_delta_for_epsilon(eps)) - want))
+        assert fast.delta(eps) >= want
+    assert 0 < max(gaps) <= fast.rounding
+
+
+def test_a_delta_at_or_below_the_rounding_bound_is_refused_in_one_line() -> None:
+    """eps at a delta the FFTs' rounding could swamp cannot be answered: compose, compose_rounds
+    and FastPLD.eps refuse it, naming --delta and the accuracy."""
+    mechs = _mechs((40, 25, 60))
+    fast = pair_fast_pld(KRRClones(), mechs[0], GRID)
+    for mech in mechs[1:]:
+        composed = fast.compose(pair_fast_pld(KRRClones(), mech, GRID))
+        assert composed is not None
+        fast = composed
+    assert fast.rounding > 0
+    message = r"^--delta 1e-16: at or below the composition's numerical accuracy \(\d\.\de-\d\d,"
+    with pytest.raises(OutsideConditionsError, match=message):
+        fast.eps(1e-16)
+    with pytest.raises(OutsideConditionsError, match=message):
+        compose_rounds(mechs, delta=1e-16, discretization=GRID)
+    with pytest.raises(OutsideConditionsError, match=message):
+        compose(mechs[0], 3, delta=1e-16, discretization=GRID)
+    # One round: no transform, nothing to refuse.
+    assert compose_rounds(mechs[:1], delta=1e-16, discretization=GRID).eps > 0

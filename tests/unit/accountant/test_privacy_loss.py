@@ -2,7 +2,9 @@
 
 Tolerance: compose() builds the same pessimistic PLD and composes it with dp-accounting's
 ``self_compose``; here the user's route is ``pld.compose(pld)``. Both are dp-accounting's exact
-arithmetic on the same grid, so eps and delta agree to 1e-8 (observed: < 1e-10).
+arithmetic on the same grid, so eps and delta agree to 1e-8 (observed: < 1e-10) once the bound
+on the FFT's rounding that compose() and compose_rounds() add on the safe side (fft_error,
+convolution_error: delta plus it, eps at delta minus it) is applied to the user's route too.
 """
 
 from __future__ import annotations
@@ -23,7 +25,12 @@ from shuffledp.accountant import (
     privacy_loss_distribution,
     privacy_loss_distributions,
 )
-from shuffledp.accountant.composition import BlanketFamily, PairSource
+from shuffledp.accountant.composition import (
+    BlanketFamily,
+    PairSource,
+    fft_error,
+    pld_convolution_error,
+)
 from shuffledp.accountant.registry import make_bound
 
 TOLERANCE = 1e-8
@@ -50,21 +57,26 @@ def test_two_rounds_in_dp_accounting_match_compose_per_family(
     name: str, plds: dict[str, pld_lib.PrivacyLossDistribution]
 ) -> None:
     two = plds[name].compose(plds[name])
+    err = fft_error(2, plds[name])
     ours = compose(MECH, 2, delta=DELTA, bounds=[_family(name)])
-    assert abs(float(two.get_epsilon_for_delta(DELTA)) - ours.eps) <= TOLERANCE
+    assert abs(float(two.get_epsilon_for_delta(DELTA - err)) - ours.eps) <= TOLERANCE
     at_eps = compose(MECH, 2, eps=0.5, bounds=[_family(name)])
-    assert abs(float(two.get_delta_for_epsilon(0.5)) - at_eps.delta) <= TOLERANCE
+    assert abs(float(two.get_delta_for_epsilon(0.5)) + err - at_eps.delta) <= TOLERANCE
 
 
 def test_the_smallest_family_is_compose_and_compose_rounds(
     plds: dict[str, pld_lib.PrivacyLossDistribution],
 ) -> None:
-    best = min(float(p.compose(p).get_epsilon_for_delta(DELTA)) for p in plds.values())
+    def eps(p: pld_lib.PrivacyLossDistribution, err: float) -> float:
+        return float(p.compose(p).get_epsilon_for_delta(DELTA - err))
+
+    best = min(eps(p, fft_error(2, p)) for p in plds.values())
     assert abs(best - compose(MECH, 2, delta=DELTA).eps) <= TOLERANCE
-    assert abs(best - compose_rounds([MECH, MECH], delta=DELTA).eps) <= TOLERANCE
+    best_rounds = min(eps(p, pld_convolution_error(p, p)) for p in plds.values())
+    assert abs(best_rounds - compose_rounds([MECH, MECH], delta=DELTA).eps) <= TOLERANCE
     # And the default PLD is the one that wins here (optimal-blanket's pair).
     default = privacy_loss_distribution(MECH)
-    assert abs(float(default.compose(default).get_epsilon_for_delta(DELTA)) - best) <= TOLERANCE
+    assert abs(eps(default, fft_error(2, default)) - best) <= TOLERANCE
 
 
 def test_one_round_dominates_the_mechanism(
