@@ -62,7 +62,7 @@ from shuffledp.protocol.errors import (
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
-from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY, SeenSet
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.validation import require_int
@@ -192,7 +192,7 @@ class HopRound:
             require_int("client_share workers", client_share[0], 1)
             require_int("client_share worker", client_share[1], 0, client_share[0] - 1)
         self._share = client_share
-        self._reported: set[int] = set()
+        self._reported = SeenSet(in_memory=seen_in_memory)  # client ids, 8 bytes each
         self._reported_log: list[int] = []  # the same ids, in the order they reported
         self._onion_length = message_length(hop_index, n_hops)
         envelope = ENVELOPE_SIZE if verifier is not None else 0
@@ -356,11 +356,10 @@ class HopRound:
                 f"client {client_id} belongs to another peeler's client processes than "
                 f"{self._share[1]} of {self._share[0]}"
             )
-        if client_id in self._reported:
+        if not self._reported.add(client_id.to_bytes(8, "big")):
             raise ClientAlreadyReported(
                 f"client {client_id} already reported in round {self._round_id}"
             )
-        self._reported.add(client_id)
         self._reported_log.append(client_id)
         return onion
 
@@ -392,7 +391,7 @@ class HopRound:
         self._closed = True
         held, self._held = self._held, []
         self._screen.forget()
-        self._reported = set()
+        self._reported.clear()
         self._reported_log = []
         if self._accepted < self._min_batch:
             raise BatchTooSmall(
