@@ -11,7 +11,8 @@ process's peak resident memory, is that run's alone):
 - ``kind`` ``set``: a plain Python set of digests (what the stages used before; memory grows
   with n);
 - ``kind`` ``seen-set``: :class:`~shuffledp.protocol.seen_set.SeenSet` with ``--in-memory``
-  digests in memory (default the stages' DEFAULT_IN_MEMORY), spilled to SQLite past that.
+  digests in memory (default the stages' DEFAULT_IN_MEMORY), spilled to SQLite past that, with
+  a page cache of ``--cache-kib`` KiB (default DEFAULT_CACHE_KIB).
 
 Each run adds n distinct digests (``insert_us``: microseconds per add of a new digest, the cost
 of every accepted message), then adds the same n again (``lookup_us``: per add of a digest
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import time
 
-from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY, SeenSet
+from shuffledp.protocol.seen_set import DEFAULT_CACHE_KIB, DEFAULT_IN_MEMORY, SeenSet
 
 
 def _peak_rss_mib() -> float:
@@ -54,10 +55,12 @@ class _PlainSet:
         return True
 
 
-def run_one(n: int, kind: str, in_memory: int) -> dict[str, object]:
+def run_one(n: int, kind: str, in_memory: int, cache_kib: int) -> dict[str, object]:
     """One run in this process: n inserts then n repeated adds; the figures as a dict."""
     baseline = _peak_rss_mib()
-    seen: SeenSet | _PlainSet = SeenSet(in_memory=in_memory) if kind == "seen-set" else _PlainSet()
+    seen: SeenSet | _PlainSet = (
+        SeenSet(in_memory=in_memory, cache_kib=cache_kib) if kind == "seen-set" else _PlainSet()
+    )
     start = time.perf_counter()
     new = sum(seen.add(_digest(i)) for i in range(n))
     inserted = time.perf_counter()
@@ -69,6 +72,7 @@ def run_one(n: int, kind: str, in_memory: int) -> dict[str, object]:
         "n": n,
         "kind": kind,
         "in_memory": in_memory if kind == "seen-set" else None,
+        "cache_kib": cache_kib if kind == "seen-set" else None,
         "insert_us": round((inserted - start) / n * 1e6, 2),
         "lookup_us": round((looked - inserted) / n * 1e6, 2),
         "peak_rss_mib": round(_peak_rss_mib(), 1),
@@ -80,18 +84,19 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--n", type=int, action="append", help="digests (repeatable)")
     parser.add_argument("--in-memory", type=int, default=DEFAULT_IN_MEMORY)
+    parser.add_argument("--cache-kib", type=int, default=DEFAULT_CACHE_KIB)
     parser.add_argument("--kind", choices=("set", "seen-set"), action="append")
     parser.add_argument("--one", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     sizes = args.n or [100_000, 1_000_000]
     kinds = args.kind or ["set", "seen-set"]
     if args.one:
-        print(json.dumps(run_one(sizes[0], kinds[0], args.in_memory)), flush=True)
+        print(json.dumps(run_one(sizes[0], kinds[0], args.in_memory, args.cache_kib)), flush=True)
         return
     for n in sizes:
         for kind in kinds:
             command = [sys.executable, __file__, "--one", "--n", str(n), "--kind", kind]
-            command += ["--in-memory", str(args.in_memory)]
+            command += ["--in-memory", str(args.in_memory), "--cache-kib", str(args.cache_kib)]
             subprocess.run(command, check=True)
 
 

@@ -37,6 +37,7 @@ from shuffledp.protocol.client_auth import (
     seal_envelope,
 )
 from shuffledp.protocol.errors import BadAuthenticator, UnknownClient
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY
 from shuffledp.protocol.topics import ingress_topic
 from shuffledp.protocol.transport import MemoryBroker
 from shuffledp.randomness import SeededRandom
@@ -180,7 +181,9 @@ def test_keys_of_the_wrong_size_are_refused() -> None:
 # --- hop 0 ------------------------------------------------------------------------------------
 
 
-def hop0(expected_size: int, *, round_id: int = ROUND, seen_in_memory: int = 1 << 17) -> HopRound:
+def hop0(
+    expected_size: int, *, round_id: int = ROUND, seen_in_memory: int = DEFAULT_IN_MEMORY
+) -> HopRound:
     return HopRound(
         hop_index=0,
         n_hops=H,
