@@ -27,6 +27,7 @@ Not thread-safe (neither was the set it replaces): one caller at a time, from an
 from __future__ import annotations
 
 import sqlite3
+import weakref
 
 from shuffledp.validation import require_int
 
@@ -60,6 +61,7 @@ class SeenSet:
         self._cache_kib = cache_kib
         self._recent: set[bytes] = set()
         self._db: sqlite3.Connection | None = None
+        self._close_db: weakref.finalize[[], SeenSet] | None = None
         self._spilled = 0
 
     def __len__(self) -> int:
@@ -88,9 +90,9 @@ class SeenSet:
         """Forget every digest and delete the temporary database (the round is over)."""
         self._recent = set()
         self._spilled = 0
-        if self._db is not None:
-            self._db.close()
-            self._db = None
+        if self._close_db is not None:
+            self._close_db()  # closes the connection once; SQLite deletes the file
+        self._db = self._close_db = None
 
     def _on_disk(self, digest: bytes) -> bool:
         if self._db is None:
@@ -118,5 +120,8 @@ class SeenSet:
         db.execute("PRAGMA temp_store=FILE")
         db.execute(f"PRAGMA cache_size=-{int(self._cache_kib)}")
         db.execute("CREATE TABLE seen (digest BLOB PRIMARY KEY) WITHOUT ROWID")
+        # A set dropped without clear() (an AnalyzerRound is never closed) closes its database
+        # when it is collected, not when the process ends.
+        self._close_db = weakref.finalize(self, db.close)
         self._db = db
         return db
