@@ -8,7 +8,8 @@ counted under its slug (``AnalyzerRound.rejected``, every slug of
 1. ``wrong-length``: the length is not ``message_length(n_hops, n_hops)`` (the record plus one
    sealed-box layer);
 2. ``duplicate``: the SHA-256 digest of the ciphertext is in the round's seen-set (every
-   ciphertext of the right length that reaches this step is added);
+   ciphertext of the right length that reaches this step is added; in memory up to
+   ``seen_in_memory`` digests, then on disk: protocol/seen_set.py);
 3. ``decryption-failed``: the layer does not open with the analyzer's private key;
 4. then :func:`shuffledp.protocol.decode_record` with this round, manifest digest and k:
    ``bad-version``, ``wrong-manifest``, ``wrong-round``, ``value-out-of-range``.
@@ -35,6 +36,7 @@ from shuffledp.protocol.record import (
     require_manifest_digest,
 )
 from shuffledp.protocol.screen import Mapper, MessageScreen
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY
 from shuffledp.validation import require_int
 
 __all__ = ["AnalyzerRound"]
@@ -46,7 +48,9 @@ class AnalyzerRound:
     Parameters (keyword-only, validated: InvalidParameterError naming the rule and the value):
     ``round_id`` in [0, 2^64), ``k`` in [2, 2^32], ``n_hops >= 1``, ``private_key`` a nacl
     PrivateKey (the analyzer's), ``manifest_digest`` the 32-byte digest of the round manifest
-    (a record of another manifest is ``wrong-manifest``).
+    (a record of another manifest is ``wrong-manifest``), ``seen_in_memory >= 1`` the digests
+    of the seen-set held in memory before it spills to disk (protocol/seen_set.py: the analyzer's
+    memory does not grow with n; the answers are the same either way).
     """
 
     def __init__(
@@ -57,6 +61,7 @@ class AnalyzerRound:
         n_hops: int,
         private_key: PrivateKey,
         manifest_digest: bytes,
+        seen_in_memory: int = DEFAULT_IN_MEMORY,
     ) -> None:
         require_int("round_id", round_id, 0, MAX_ROUND_ID)
         require_int("k", k, 2, MAX_K)
@@ -67,7 +72,7 @@ class AnalyzerRound:
         self._k = k
         self._n_hops = n_hops
         self._key = private_key
-        self._screen = MessageScreen(message_length(n_hops, n_hops))
+        self._screen = MessageScreen(message_length(n_hops, n_hops), seen_in_memory=seen_in_memory)
         self._counts = np.zeros(k, dtype=np.int64)
         self._received = 0
         self._rejected: dict[str, int] = dict.fromkeys(REJECTION_REASONS, 0)

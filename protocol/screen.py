@@ -4,7 +4,9 @@ Both a shuffler hop and the analyzer screen each incoming ciphertext the same wa
 decryption: it must be bytes (anything else is a caller's bug: TypeError), have the stage's exact
 length (``wrong-length``), and not have been seen this round (``duplicate``: the SHA-256 digest
 of the ciphertext in the round's seen-set; every ciphertext of the right length is added, so
-resending rejected junk never costs a second decryption).
+resending rejected junk never costs a second decryption). The seen-set is a
+:class:`~shuffledp.protocol.seen_set.SeenSet`: in memory up to ``seen_in_memory`` digests, on
+disk past that, so a stage's memory does not grow with the round's size.
 """
 
 from __future__ import annotations
@@ -16,14 +18,16 @@ from concurrent.futures import Executor
 from typing import Any
 
 from shuffledp.protocol.errors import Duplicate, WrongLength
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY, SeenSet
 
 
 class MessageScreen:
-    """Length and seen-set checks for one stage and one round."""
+    """Length and seen-set checks for one stage and one round (``seen_in_memory``: digests
+    held in memory before the seen-set spills to disk, protocol/seen_set.py)."""
 
-    def __init__(self, length: int) -> None:
+    def __init__(self, length: int, *, seen_in_memory: int = DEFAULT_IN_MEMORY) -> None:
         self.length = length
-        self._seen: set[bytes] = set()
+        self._seen = SeenSet(in_memory=seen_in_memory)
 
     def check(self, message: bytes | bytearray | memoryview) -> tuple[bytes, str | None]:
         """(the message as bytes, None) if it passes, else (bytes, its rejection reason).
@@ -36,14 +40,13 @@ class MessageScreen:
         if len(data) != self.length:
             return data, WrongLength.reason
         digest = hashlib.sha256(data).digest()
-        if digest in self._seen:
+        if not self._seen.add(digest):
             return data, Duplicate.reason
-        self._seen.add(digest)
         return data, None
 
     def forget(self) -> None:
-        """Drop the seen-set (the round is over)."""
-        self._seen = set()
+        """Drop the seen-set and its temporary file, if any (the round is over)."""
+        self._seen.clear()
 
 
 Mapper = Callable[[Callable[[bytes], Any], Iterable[bytes]], Iterable[Any]]

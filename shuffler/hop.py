@@ -35,7 +35,8 @@ passed), so the output order carries no information about the arrival order. It 
 fewer than ``min_batch`` messages: below that it raises :class:`BatchTooSmall` and drops what it
 held. ``close`` is final either way; a closed round refuses offers (:class:`RoundClosedError`).
 
-The seen-set is per round: a replay of a message from an earlier round reaches a fresh
+The seen-set is per round, and its memory is bounded: past ``seen_in_memory`` digests it spills
+to a temporary SQLite table (protocol/seen_set.py), with the same answers. It is per round: a replay of a message from an earlier round reaches a fresh
 ``HopRound`` as a new message (hops cannot read round ids) and is rejected by the analyzer as
 ``wrong-round``.
 """
@@ -61,6 +62,7 @@ from shuffledp.protocol.errors import (
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY, SeenSet
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.permute import uniform_permutation
 from shuffledp.validation import require_int
@@ -140,7 +142,9 @@ class HopRound:
     [1, expected_size], ``rng`` the permutation's randomness (default: the OS CSPRNG),
     ``verifier`` (hop 0 only) the round's client authentication, or None for none;
     ``client_share`` (W, P): a peeler P of W (shuffler/workers.py) takes only the clients of
-    the client processes j with j mod W = P (another's is ``unknown-client``).
+    the client processes j with j mod W = P (another's is ``unknown-client``);
+    ``seen_in_memory >= 1``: digests of the seen-set held in memory before it spills to disk
+    (protocol/seen_set.py; the answers are the same either way).
     """
 
     def __init__(
@@ -155,6 +159,7 @@ class HopRound:
         rng: RandomLike = None,
         verifier: ClientVerifier | None = None,
         client_share: tuple[int, int] | None = None,
+        seen_in_memory: int = DEFAULT_IN_MEMORY,
     ) -> None:
         require_int("n_hops", n_hops, 1)
         require_int("hop_index", hop_index, 0, n_hops - 1, bound="[0, n_hops - 1]")
@@ -187,11 +192,11 @@ class HopRound:
             require_int("client_share workers", client_share[0], 1)
             require_int("client_share worker", client_share[1], 0, client_share[0] - 1)
         self._share = client_share
-        self._reported: set[int] = set()
+        self._reported = SeenSet(in_memory=seen_in_memory)  # client ids, 8 bytes each
         self._reported_log: list[int] = []  # the same ids, in the order they reported
         self._onion_length = message_length(hop_index, n_hops)
         envelope = ENVELOPE_SIZE if verifier is not None else 0
-        self._screen = MessageScreen(self._onion_length + envelope)
+        self._screen = MessageScreen(self._onion_length + envelope, seen_in_memory=seen_in_memory)
         self._held: list[bytes] = []
         self._accepted = 0
         self._rejected: dict[str, int] = dict.fromkeys(HOP_REJECTION_REASONS, 0)
@@ -351,11 +356,10 @@ class HopRound:
                 f"client {client_id} belongs to another peeler's client processes than "
                 f"{self._share[1]} of {self._share[0]}"
             )
-        if client_id in self._reported:
+        if not self._reported.add(client_id.to_bytes(8, "big")):
             raise ClientAlreadyReported(
                 f"client {client_id} already reported in round {self._round_id}"
             )
-        self._reported.add(client_id)
         self._reported_log.append(client_id)
         return onion
 
@@ -387,7 +391,7 @@ class HopRound:
         self._closed = True
         held, self._held = self._held, []
         self._screen.forget()
-        self._reported = set()
+        self._reported.clear()
         self._reported_log = []
         if self._accepted < self._min_batch:
             raise BatchTooSmall(

@@ -17,9 +17,9 @@ the trust domain).
   stream their output to the mixer as they go: frames signed with the hop's signing key under
   the peeler's own sender number (:func:`peeler_sender`), each then sealed (libsodium sealed
   box) to the hop's public key, on ``.../hop/j/mix``: the broker learns the size and time of
-  each sealed frame and nothing else. A peeler's memory holds its seen-set and one frame.
-  Last, a peeler sends its signed END statement (its counts and its own log, and the upstream's
-  chain), sealed the same way.
+  each sealed frame and nothing else. A peeler's memory holds one frame and the part of its
+  seen-set kept in memory (bounded: protocol/seen_set.py). Last, a peeler sends its signed END
+  statement (its counts and its own log, and the upstream's chain), sealed the same way.
 - **The mixer** opens each sealed frame, checks it (:class:`~shuffledp.protocol.frames.
   FrameAssembler`, one per peeler) and spreads its items over bucket files at random
   (:class:`~shuffledp.shuffler.external_shuffle.BucketShuffle`); once every peeler's END is in

@@ -401,3 +401,33 @@ def test_report_validation(changes: dict[str, object], pattern: str) -> None:
 def test_merge_rejected_sums_by_reason() -> None:
     merged = merge_rejected({"a": 1, "b": 0}, {"b": 2, "c": 3}, {"a": 4})
     assert merged == {"a": 5, "b": 2, "c": 3}
+
+
+def test_a_copy_is_a_duplicate_after_the_seen_set_spills_to_disk() -> None:
+    """seen_in_memory=2: the copies find their first copy on disk; the answers, counts and
+    histogram equal those of an analyzer whose seen-set stays in memory, and are known: 5
+    reports counted once each, 4 copies refused as duplicate."""
+    values = [0, 1, 1, 5, 3]
+    reports = [
+        sealed(encode_record(ROUND, value, K, manifest_digest=MANIFEST_DIGEST)) for value in values
+    ]
+    stream = [*reports, reports[0], reports[3], reports[4], reports[0]]
+
+    def run(**extra: int) -> tuple[list[str | None], dict[str, int], list[int]]:
+        stage = AnalyzerRound(
+            round_id=ROUND,
+            k=K,
+            n_hops=H,
+            private_key=ANALYZER.private,
+            manifest_digest=MANIFEST_DIGEST,
+            **extra,
+        )
+        results = stage.offer_many(stream[:6]) + [stage.offer(m) for m in stream[6:]]
+        return results, stage.rejected, stage.histogram().tolist()
+
+    spilled = run(seen_in_memory=2)
+    assert spilled == run()
+    results, rejected, histogram = spilled
+    assert results == [None] * 5 + ["duplicate"] * 4
+    assert rejected == {**dict.fromkeys(REJECTION_REASONS, 0), "duplicate": 4}
+    assert histogram == [1, 2, 0, 1, 0, 1]

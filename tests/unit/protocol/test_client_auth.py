@@ -37,6 +37,7 @@ from shuffledp.protocol.client_auth import (
     seal_envelope,
 )
 from shuffledp.protocol.errors import BadAuthenticator, UnknownClient
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY
 from shuffledp.protocol.topics import ingress_topic
 from shuffledp.protocol.transport import MemoryBroker
 from shuffledp.randomness import SeededRandom
@@ -180,7 +181,9 @@ def test_keys_of_the_wrong_size_are_refused() -> None:
 # --- hop 0 ------------------------------------------------------------------------------------
 
 
-def hop0(expected_size: int, *, round_id: int = ROUND) -> HopRound:
+def hop0(
+    expected_size: int, *, round_id: int = ROUND, seen_in_memory: int = DEFAULT_IN_MEMORY
+) -> HopRound:
     return HopRound(
         hop_index=0,
         n_hops=H,
@@ -190,6 +193,7 @@ def hop0(expected_size: int, *, round_id: int = ROUND) -> HopRound:
         min_batch=1,
         rng=SeededRandom(1),
         verifier=verifier(round_id),
+        seen_in_memory=seen_in_memory,
     )
 
 
@@ -238,6 +242,17 @@ def test_hop_0_takes_one_report_per_client_and_strips_the_envelope() -> None:
         peel(m[ENVELOPE_SIZE:], HOPS[0].private, expected_length=length) for m in first
     )
     assert sorted(output.messages) == expected
+
+
+def test_a_second_report_is_refused_after_the_reported_set_spills_to_disk() -> None:
+    """seen_in_memory=1: every client id (and every digest) is on disk before the next offer, so
+    a client's second report (a fresh onion: a new digest) is refused by the disk's answer."""
+    first = reports([(0, 0), (0, 1), (1, 0), (1, 1)])
+    again = reports([(0, 1), (1, 0)], seed=1)
+    hop = hop0(10, seen_in_memory=1)
+    outcomes = [hop.offer(m) for m in [*first, *again, first[0]]]
+    assert outcomes == [None] * 4 + ["client-already-reported"] * 2 + ["duplicate"]
+    assert hop.close().accepted == 4
 
 
 def test_a_forgery_does_not_use_up_the_clients_report() -> None:

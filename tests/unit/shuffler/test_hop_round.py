@@ -22,6 +22,7 @@ from shuffledp.protocol import (
     wrap,
 )
 from shuffledp.protocol.record import encode_record
+from shuffledp.protocol.seen_set import DEFAULT_IN_MEMORY
 from shuffledp.randomness import RandomSource, SeededRandom
 from shuffledp.shuffler.hop import (
     BATCH_FULL,
@@ -318,3 +319,35 @@ def test_client_parameters_are_validated(changes: dict[str, object], pattern: st
     values = arguments.pop("values")
     with pytest.raises(InvalidParameterError, match=re.escape(pattern)):
         make_client_messages(values, **arguments, manifest_digest=MANIFEST_DIGEST)  # type: ignore[arg-type]
+
+
+def test_a_copy_is_a_duplicate_after_the_seen_set_spills_to_disk() -> None:
+    """seen_in_memory=2: the seen-set spills every second digest, so the copies below find
+    their first copy on disk; every answer, count and the released batch equal those of a hop
+    whose seen-set stays in memory (the default holds far more than these 14 offers)."""
+    pool = messages(6, seed=3)
+    stream = [*pool, pool[0], pool[4], flip(pool[1], 9), flip(pool[1], 9), pool[5], pool[2]]
+    stream += [pool[3], pool[0]]
+
+    def run(seen_in_memory: int) -> tuple[list[str | None], dict[str, int], list[bytes]]:
+        hop = HopRound(
+            hop_index=0,
+            n_hops=H,
+            round_id=ROUND,
+            private_key=HOPS[0].private,
+            expected_size=100,
+            min_batch=1,
+            rng=SeededRandom(5),
+            seen_in_memory=seen_in_memory,
+        )
+        results = hop.offer_many(stream[:9]) + [hop.offer(m) for m in stream[9:]]
+        return results, hop.rejected, hop.close().messages
+
+    spilled, in_memory = run(2), run(DEFAULT_IN_MEMORY)
+    assert spilled == in_memory
+    results, rejected, released = spilled
+    assert (
+        results == [None] * 6 + ["duplicate", "duplicate", "decryption-failed"] + ["duplicate"] * 5
+    )
+    assert rejected["duplicate"] == 7 and rejected["decryption-failed"] == 1
+    assert len(released) == 6
