@@ -37,8 +37,8 @@ from shuffledp.accountant import (
     Tight,
     compose,
 )
-from shuffledp.accountant.bounds import CloneFormBound
-from shuffledp.accountant.composition import (
+from shuffledp.accountant.bounds.base import CloneFormBound
+from shuffledp.accountant.composition.pair_pld import (
     DISCRETIZATION,
     BlanketFamily,
     FastPLD,

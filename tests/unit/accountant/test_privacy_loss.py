@@ -23,7 +23,7 @@ from shuffledp.accountant import (
     privacy_loss_distribution,
     privacy_loss_distributions,
 )
-from shuffledp.accountant.composition import BlanketFamily, PairSource
+from shuffledp.accountant.composition.pair_pld import BlanketFamily, PairSource
 from shuffledp.accountant.registry import make_bound
 
 TOLERANCE = 1e-8

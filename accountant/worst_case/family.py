@@ -29,12 +29,7 @@ import heapq
 import math
 from collections.abc import Callable
 
-from shuffledp.accountant.blanket import (
-    OptimalBlanket,
-    require_eps0_in_range,
-    scaled_mean_positive_part,
-)
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     AllOthersX0,
     Bound,
     BoundKind,
@@ -44,21 +39,26 @@ from shuffledp.accountant.bounds import (
     SingleBin,
     WangKRR,
 )
-from shuffledp.accountant.crossing import smallest_eps_at_most
-from shuffledp.accountant.family_counts import family_all
-from shuffledp.accountant.gsum import Atom, TooLargeError
-from shuffledp.accountant.k2_contour import (
+from shuffledp.accountant.bounds.blanket import (
+    OptimalBlanket,
+    require_eps0_in_range,
+    scaled_mean_positive_part,
+)
+from shuffledp.accountant.engines.crossing import smallest_eps_at_most
+from shuffledp.accountant.engines.family_counts import family_all
+from shuffledp.accountant.engines.gsum import Atom, TooLargeError
+from shuffledp.accountant.engines.k2_contour import (
     Coefs,
     directions_many,
     k2_contour_value,
     k2_direction_value,
     shared_circle,
 )
-from shuffledp.accountant.k2_exact import WorkMeter, k2_family_value
-from shuffledp.accountant.k2_fft import k2_fft_value
-from shuffledp.accountant.k2_waves import Certifier, certify_in_waves, k2_revealed_users
+from shuffledp.accountant.engines.k2_exact import WorkMeter, k2_family_value
+from shuffledp.accountant.engines.k2_fft import k2_fft_value
+from shuffledp.accountant.engines.k2_waves import Certifier, certify_in_waves, k2_revealed_users
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR, require_eps
-from shuffledp.accountant.pairs import Bracket
 
 #: Above this n, F(n - 1) (k >= 3) is computed by its G-forms (all_x0_g_form) rather than by
 #: the two-count pair of AllOthersX0, and F(0) for k = 3 by its G-form rather than the wang-krr
@@ -283,7 +283,7 @@ K2_SINGLE_BIN_WORK = 10_000_000
 #: (n = 1e4, eps0 = 8 or deep tails) it costs more than halving (13 s against 0.25 s at
 #: n = 1e4, eps0 = 2, eps = 1).
 K2_SWEEP_FROM_N = 100_000
-#: Blocks from this a1 on try the FFT evaluation first (accountant/k2_fft.py: 1-3 ms at n = 1e6
+#: Blocks from this a1 on try the FFT evaluation first (accountant/engines/k2_fft.py: 1-3 ms at n = 1e6
 #: where k2_exact's float64 convolution takes 3-150 ms).
 K2_FFT_FROM = 1_000
 #: ... where delta is at least this: the FFT's error is absolute (about 1e-16 of the count's
@@ -333,7 +333,7 @@ def k2_values_many(
     mech: ShuffledKRR, a_values: list[int], eps: float, meter: WorkMeter | None = None
 ) -> list[Bracket]:
     """F(a) for many a at once: both directions on the shared contour circle in one batched
-    pass (accountant/k2_contour.py), each a it leaves open by :func:`_k2_value`."""
+    pass (accountant/engines/k2_contour.py), each a it leaves open by :func:`_k2_value`."""
     circle = shared_circle(mech.n, mech.eps0, eps) if mech.k == 2 else None
     if circle is None or not a_values:
         return [_k2_value(mech, a, eps, meter) for a in a_values]
@@ -360,7 +360,7 @@ def _k2_worst_case(mech: ShuffledKRR, eps: float, work: int = K2_WORK) -> tuple[
     then report like x1 users) can only help it, and what remains is the single-bin model of
     n - d users with a1 on x0, for every a of the block at once, plus a Chernoff tail
     (:func:`k2_revealed_users`); each direction of F is bounded so separately. Blocks are
-    swept in waves of batched contour evaluations (accountant/k2_waves.py) or, where the
+    swept in waves of batched contour evaluations (accountant/engines/k2_waves.py) or, where the
     contour declines, one by one (:func:`_k2_one_by_one`), until every block's bound is within
     K2_TOLERANCE of the best value found (or below 1e-300, where floats lose precision) or is
     a single a, or ``work`` is spent; the upper end is the largest bound (or value evaluated),
@@ -427,7 +427,7 @@ def _k2_one_by_one(
 def _k2_waves(
     mech: ShuffledKRR, eps: float, found: _K2Values, meter: WorkMeter
 ) -> Certifier | None:
-    """The batched certificate's hooks (accountant/k2_waves.py), None where the contour does
+    """The batched certificate's hooks (accountant/engines/k2_waves.py), None where the contour does
     not apply (then the blocks are bounded one by one, :class:`_K2Blocks`)."""
     circle = shared_circle(mech.n, mech.eps0, eps)
     if circle is None:

@@ -37,21 +37,21 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.special import gammaln, logsumexp
 
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     Bound,
     BoundKind,
     DeltaResult,
     EpsResult,
     OutsideConditionsError,
 )
+from shuffledp.accountant.engines.numerics import FloatArray
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
     require_delta,
     require_eps,
 )
-from shuffledp.accountant.numerics import FloatArray
-from shuffledp.accountant.pairs import Bracket
 
 #: Orders over which the conversion minimises: every integer 2..256, then 2^9 .. 2^16. Larger
 #: orders only help when the last term exp(eps0 lambda - (n-1)/(8E)) is still small, i.e. for

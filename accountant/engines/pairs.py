@@ -29,8 +29,7 @@ import numpy as np
 import numpy.typing as npt
 from scipy.special import gammaln
 
-from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.numerics import (
+from shuffledp.accountant.engines.numerics import (
     GAMMALN_RELERR,
     FloatArray,
     binomial_window,
@@ -42,6 +41,7 @@ from shuffledp.accountant.numerics import (
     log_tail_relative_error,
     log_weight_error,
 )
+from shuffledp.accountant.mechanism import ShuffledKRR
 
 #: Above this many support points a mixing law is truncated to its 745-nat window.
 _FULL_SUPPORT_LIMIT = 20_000

@@ -49,11 +49,11 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from shuffledp.accountant.bounds import Bound, BoundKind, Crossing, OutsideConditionsError
-from shuffledp.accountant.crossing import lower_near, smallest_eps_at_most
+from shuffledp.accountant.bounds.base import Bound, BoundKind, Crossing, OutsideConditionsError
+from shuffledp.accountant.engines.crossing import lower_near, smallest_eps_at_most
+from shuffledp.accountant.engines.numerics import FloatArray, largest_where
+from shuffledp.accountant.engines.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
-from shuffledp.accountant.numerics import FloatArray, largest_where
-from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 #: Largest n enumerated by default (work about m^5 / 16: 1.7 s at n = 100, 10 s at 150, 40 s at
 #: 200, so ``tight`` stays at about 2 s per call up to here).

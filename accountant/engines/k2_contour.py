@@ -54,9 +54,9 @@ from dataclasses import dataclass
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant.k2_exact import WorkMeter
+from shuffledp.accountant.engines.k2_exact import WorkMeter
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.pairs import Bracket
 
 LongArray = npt.NDArray[np.longdouble]
 

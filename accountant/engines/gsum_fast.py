@@ -56,11 +56,11 @@ from typing import TYPE_CHECKING
 import numpy as np
 from scipy.special import erfc
 
-from shuffledp.accountant.numerics import FloatArray, log_sum, tilt_root
-from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
+from shuffledp.accountant.engines.numerics import FloatArray, log_sum, tilt_root
+from shuffledp.accountant.engines.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 if TYPE_CHECKING:  # gsum imports this module
-    from shuffledp.accountant.gsum import Atom
+    from shuffledp.accountant.engines.gsum import Atom
 
 _ULP = 2.0**-52
 #: tau = TAU_FRACTION min(1 / theta, sd_theta(S)): the bracket's relative width is about

@@ -1,6 +1,6 @@
 """The accountant's privacy-loss distributions (PLDs), exported for dp-accounting composition.
 
-Every valid upper bound that :func:`~shuffledp.accountant.composition.compose` composes is the
+Every valid upper bound that :func:`~shuffledp.accountant.composition.pair_pld` composes is the
 exact divergence of a *dominating pair* (P, Q): one round of shuffled k-RR is a post-processing
 of it, for every eps at once. The pessimistic PLD of that pair (losses rounded up to the grid,
 whatever the outcome list leaves out counted as infinite loss, both directions kept) is therefore
@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
-from shuffledp.accountant.composition import (
+from shuffledp.accountant.bounds.base import UPPER_BOUNDS, KRRClones, OutsideConditionsError
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.composition.pair_pld import (
     DISCRETIZATION,
     BlanketFamily,
     PairSource,

@@ -31,8 +31,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.pairs import Bracket
 
 LongArray = npt.NDArray[np.longdouble]
 

@@ -1,7 +1,7 @@
 """k = 2: F(a) by one FFT convolution, with a rigorous bracket about 1e-7 wide, for the block
 bounds of the k = 2 certificate far from the ends.
 
-Same pair as accountant/k2_exact.py: B = X * Y, X = Bin(a, pt), Y = Bin(N, pb), N = n - 1 - a,
+Same pair as accountant/engines/k2_exact.py: B = X * Y, X = Bin(a, pt), Y = Bin(N, pb), N = n - 1 - a,
 P0 = B + Bern(pt), P1 = B + Bern(pb), and the two sums of [alpha B(s-1) + beta B(s)]_+ and
 [alpha B(s) + beta B(s-1)]_+. k2_exact convolves X and Y directly (a few times 1e7 multiply-adds
 at a = 3e5, n = 1e6: 50-150 ms). Here the convolution is one real FFT of a few 1e4 points
@@ -35,10 +35,17 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from shuffledp.accountant import k2_exact
-from shuffledp.accountant.k2_exact import EXTENDED, WorkMeter, _Coefs, _gamma, _guesses, _walk
+from shuffledp.accountant.engines import k2_exact
+from shuffledp.accountant.engines.k2_exact import (
+    EXTENDED,
+    WorkMeter,
+    _Coefs,
+    _gamma,
+    _guesses,
+    _walk,
+)
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.pairs import Bracket
 
 FloatArray = npt.NDArray[np.float64]
 

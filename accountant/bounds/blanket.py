@@ -29,17 +29,17 @@ import math
 
 import numpy as np
 
-from shuffledp.accountant.bounds import UPPER_BOUNDS, Bound, BoundKind, OutsideConditionsError
-from shuffledp.accountant.gsum import Atom, TooLargeError, mean_positive_part
-from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.numerics import (
+from shuffledp.accountant.bounds.base import UPPER_BOUNDS, Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.engines.gsum import Atom, TooLargeError, mean_positive_part
+from shuffledp.accountant.engines.numerics import (
     FloatArray,
     IntArray,
     binomial_window,
     log_binom_pmf,
     log_sum,
 )
-from shuffledp.accountant.pairs import Bracket
+from shuffledp.accountant.engines.pairs import Bracket
+from shuffledp.accountant.mechanism import ShuffledKRR
 
 #: Largest eps0 at which k-RR's probabilities are representable: pb = e^-eps0 / (1 + (k-1) e^-eps0)
 #: is a double down to about 1e-308 (eps0 ~ 709); beyond it the atoms' probabilities underflow.

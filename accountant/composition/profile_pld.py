@@ -34,7 +34,7 @@ import numpy as np
 from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from shuffledp.accountant.numerics import FloatArray, IntArray
+from shuffledp.accountant.engines.numerics import FloatArray, IntArray
 from shuffledp.errors import OutsideConditionsError
 
 #: The grid stops where the upper profile falls below this; beyond it the upper curve is held

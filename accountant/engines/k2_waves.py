@@ -1,5 +1,5 @@
 """k = 2: the certificate of max_a F(a) by sweeps run side by side, in waves of batched contour
-evaluations (accountant/k2_contour.py).
+evaluations (accountant/engines/k2_contour.py).
 
 The bound for a block [a1, a2] of one direction is that direction of F(a1) for the n - d users
 left once d of the block's users are revealed, plus the chance that more must be
@@ -22,14 +22,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from shuffledp.accountant.k2_contour import (
+from shuffledp.accountant.engines.k2_contour import (
     Circle,
     Coefs,
     direction_one,
     directions_many,
 )
-from shuffledp.accountant.k2_exact import WorkMeter
-from shuffledp.accountant.pairs import Bracket
+from shuffledp.accountant.engines.k2_exact import WorkMeter
+from shuffledp.accountant.engines.pairs import Bracket
 
 #: The segments' edges grow by this factor from the end of the exactly evaluated a.
 SEGMENT_RATIO = 1.05

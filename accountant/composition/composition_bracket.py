@@ -27,18 +27,10 @@ from dataclasses import dataclass
 import numpy as np
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from shuffledp.accountant.blanket import OptimalBlanket, require_eps0_in_range
-from shuffledp.accountant.bounds import Bound, OutsideConditionsError
-from shuffledp.accountant.composition import fft_error
-from shuffledp.accountant.family import family_delta, k2_worst_case
-from shuffledp.accountant.mechanism import (
-    InvalidParameterError,
-    ShuffledKRR,
-    require_delta,
-    require_eps,
-)
-from shuffledp.accountant.numerics import FloatArray, binomial_window, log_binom_pmf, log_sum
-from shuffledp.accountant.profile_pld import (
+from shuffledp.accountant.bounds.base import Bound, OutsideConditionsError
+from shuffledp.accountant.bounds.blanket import OptimalBlanket, require_eps0_in_range
+from shuffledp.accountant.composition.pair_pld import fft_error
+from shuffledp.accountant.composition.profile_pld import (
     TAIL_TRUNCATION,
     Grid,
     choose_grid,
@@ -46,7 +38,20 @@ from shuffledp.accountant.profile_pld import (
     lower_pld_from_profile,
     upper_pld,
 )
+from shuffledp.accountant.engines.numerics import (
+    FloatArray,
+    binomial_window,
+    log_binom_pmf,
+    log_sum,
+)
+from shuffledp.accountant.mechanism import (
+    InvalidParameterError,
+    ShuffledKRR,
+    require_delta,
+    require_eps,
+)
 from shuffledp.accountant.tight import Tight
+from shuffledp.accountant.worst_case.family import family_delta, k2_worst_case
 
 #: Most rounds composed (dp-accounting's self-composition raises the one-round transform to the
 #: R-th power; beyond this the grid step, tied to 1 / sqrt(R), makes the PLDs large).

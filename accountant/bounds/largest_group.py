@@ -40,11 +40,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shuffledp.accountant.blanket import require_eps0_in_range
-from shuffledp.accountant.bounds import Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.bounds.base import Bound, BoundKind, OutsideConditionsError
+from shuffledp.accountant.bounds.blanket import require_eps0_in_range
+from shuffledp.accountant.engines.numerics import FloatArray, log_binom_pmf, log_weight_error
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_weight_error
-from shuffledp.accountant.pairs import Bracket
 
 #: Largest n evaluated: the mixture over J costs O(n^3): 0.03 s at n = 100, 0.5-0.8 s at 300
 #: (12-30 s at 1000, where an eps(delta) search would take many minutes).

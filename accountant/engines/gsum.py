@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from shuffledp.accountant.gsum_fast import fast_mean_positive_part
-from shuffledp.accountant.numerics import (
+from shuffledp.accountant.engines.gsum_fast import fast_mean_positive_part
+from shuffledp.accountant.engines.numerics import (
     FloatArray,
     log_binom_cdf,
     log_binom_pmf,
@@ -55,7 +55,7 @@ from shuffledp.accountant.numerics import (
     log_weight_error,
     tilt_root,
 )
-from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
+from shuffledp.accountant.engines.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 from shuffledp.errors import OutsideConditionsError
 
 _ULP = 2.0**-52

@@ -51,9 +51,14 @@ import math
 
 import numpy as np
 
+from shuffledp.accountant.engines.numerics import (
+    FloatArray,
+    IntArray,
+    log_binom_pmf,
+    log_weight_error,
+)
+from shuffledp.accountant.engines.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.numerics import FloatArray, IntArray, log_binom_pmf, log_weight_error
-from shuffledp.accountant.pairs import COEF_RELERR, PARAM_RELERR, Bracket
 
 _ULP = 2.0**-53
 #: Rows of a evaluated together in the hockey-stick stage (bounds the temporaries: 32 a at
