@@ -8,6 +8,7 @@ each other. Every ``import`` in the package counts, including the ones inside fu
 from __future__ import annotations
 
 import ast
+import importlib
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -163,8 +164,31 @@ ACCOUNTANT_LAYERS: tuple[frozenset[str], ...] = (
     # what callers ask: eps(delta) and calibration, names, the composed bracket
     frozenset({"inversion", "registry", "composition.composition_bracket"}),
 )
-#: The deprecated aliases of the flat modules of the previous release (none yet).
-ACCOUNTANT_SHIMS: dict[str, str] = {}
+#: The flat modules of the release before the layout by role, each now a deprecated alias (one
+#: ``import *`` of its new path, plus the private names callers imported) to be removed in the
+#: next release; they form their own top layer. (accountant/bounds.py and composition.py became
+#: the packages bounds/ and composition/, which re-export them.)
+ACCOUNTANT_SHIMS: dict[str, str] = {
+    "numerics": "engines.numerics",
+    "crossing": "engines.crossing",
+    "pairs": "engines.pairs",
+    "gsum": "engines.gsum",
+    "gsum_fast": "engines.gsum_fast",
+    "family_counts": "engines.family_counts",
+    "k2_exact": "engines.k2_exact",
+    "k2_contour": "engines.k2_contour",
+    "k2_fft": "engines.k2_fft",
+    "k2_waves": "engines.k2_waves",
+    "biswas_literal": "bounds.biswas_literal",
+    "blanket": "bounds.blanket",
+    "largest_group": "bounds.largest_group",
+    "renyi_girgis": "bounds.renyi_girgis",
+    "family": "worst_case.family",
+    "k3_exhaustive": "worst_case.k3_exhaustive",
+    "profile_pld": "composition.profile_pld",
+    "composition_bracket": "composition.composition_bracket",
+    "privacy_loss": "composition.privacy_loss",
+}
 ACCOUNTANT_MODULES = [
     (name, path) for name, path in ALL_MODULES if part_of(name) == "shuffledp.accountant"
 ]
@@ -210,6 +234,27 @@ def test_accountant_lower_layers_never_import_upper_ones(module: str, path: Path
         if target.startswith("shuffledp.accountant.") and (_accountant_layer(target) or 0) > layer
     ]
     assert not upward, f"{module} (layer {layer}) imports higher layers: {upward}"
+
+
+@pytest.mark.parametrize(("old", "new"), sorted(ACCOUNTANT_SHIMS.items()))
+def test_a_deprecated_alias_only_re_exports_its_new_module(old: str, new: str) -> None:
+    """The alias imports its new module and nothing else, says it is deprecated, and gives
+    every public name of the new module as the same object (so old imports keep working)."""
+    path = REPO_ROOT / "accountant" / f"{old}.py"
+    tree = ast.parse(path.read_text())
+    doc = ast.get_docstring(tree) or ""
+    assert "Deprecated alias" in doc and "next release" in doc, doc
+    body = tree.body[1:]
+    assert all(isinstance(node, ast.ImportFrom) for node in body), old
+    assert {node.module for node in body if isinstance(node, ast.ImportFrom)} == {
+        f"shuffledp.accountant.{new}"
+    }
+    alias = importlib.import_module(f"shuffledp.accountant.{old}")
+    target = importlib.import_module(f"shuffledp.accountant.{new}")
+    public = getattr(target, "__all__", [n for n in vars(target) if not n.startswith("_")])
+    assert public
+    missing = [name for name in public if getattr(alias, name, None) is not getattr(target, name)]
+    assert missing == [], f"shuffledp.accountant.{old} lacks {missing}"
 
 
 def _function_imports(path: Path) -> Iterator[str]:
