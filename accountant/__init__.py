@@ -14,8 +14,7 @@ See docs/accounting.md for the bounds, what each guarantees, and the numerics.
 
 from typing import TYPE_CHECKING, Any
 
-from shuffledp.accountant.blanket import BlanketPair, OptimalBlanket
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
@@ -30,36 +29,37 @@ from shuffledp.accountant.bounds import (
     StrongAdversary,
     WangKRR,
 )
-from shuffledp.accountant.family import FamilyF
-from shuffledp.accountant.inversion import EpsResult, calibrate_eps0, eps_for_delta
-from shuffledp.accountant.largest_group import LargestGroup
-from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR
-from shuffledp.accountant.pairs import (
+from shuffledp.accountant.bounds.blanket import BlanketPair, OptimalBlanket
+from shuffledp.accountant.bounds.largest_group import LargestGroup
+from shuffledp.accountant.bounds.renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
+from shuffledp.accountant.engines.pairs import (
     Bracket,
     CloneFormPair,
     TwoCountPair,
     hockey_stick,
     hockey_stick_both,
 )
+from shuffledp.accountant.inversion import EpsResult, calibrate_eps0, eps_for_delta
+from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR
 from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
-from shuffledp.accountant.renyi_girgis import RenyiGirgis, compose_rdp, rdp_epsilon
 from shuffledp.accountant.tight import Tight
+from shuffledp.accountant.worst_case.family import FamilyF
 
 if TYPE_CHECKING:
-    from shuffledp.accountant.composition import ComposedResult, compose, compose_rounds
-    from shuffledp.accountant.privacy_loss import (
+    from shuffledp.accountant.composition.pair_pld import ComposedResult, compose, compose_rounds
+    from shuffledp.accountant.composition.privacy_loss import (
         PLD_BOUND_NAMES,
         privacy_loss_distribution,
         privacy_loss_distributions,
     )
 
 _LAZY = {
-    "ComposedResult": "composition",
-    "compose": "composition",
-    "compose_rounds": "composition",
-    "PLD_BOUND_NAMES": "privacy_loss",
-    "privacy_loss_distribution": "privacy_loss",
-    "privacy_loss_distributions": "privacy_loss",
+    "ComposedResult": "composition.pair_pld",
+    "compose": "composition.pair_pld",
+    "compose_rounds": "composition.pair_pld",
+    "PLD_BOUND_NAMES": "composition.privacy_loss",
+    "privacy_loss_distribution": "composition.privacy_loss",
+    "privacy_loss_distributions": "composition.privacy_loss",
 }
 
 

@@ -7,18 +7,18 @@ and re-exports the search (its old home) for one release.
 
 from __future__ import annotations
 
-from shuffledp.accountant.bounds import Bound, BoundKind, EpsResult
-from shuffledp.accountant.crossing import EPS_CAP as EPS_CAP
-from shuffledp.accountant.crossing import EPS_TOL as EPS_TOL
-from shuffledp.accountant.crossing import lower_near as lower_near
-from shuffledp.accountant.crossing import smallest_eps_at_most as smallest_eps_at_most
+from shuffledp.accountant.bounds.base import Bound, BoundKind, EpsResult
+from shuffledp.accountant.engines.crossing import EPS_CAP as EPS_CAP
+from shuffledp.accountant.engines.crossing import EPS_TOL as EPS_TOL
+from shuffledp.accountant.engines.crossing import lower_near as lower_near
+from shuffledp.accountant.engines.crossing import smallest_eps_at_most as smallest_eps_at_most
+from shuffledp.accountant.engines.numerics import largest_where
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
     require_delta,
     require_eps,
 )
-from shuffledp.accountant.numerics import largest_where
 from shuffledp.accountant.tight import EXACT_ENOUGH as EXACT_ENOUGH
 from shuffledp.accountant.tight import INTERIOR_EPS_WIDTH as INTERIOR_EPS_WIDTH
 from shuffledp.accountant.tight import Tight

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
-from shuffledp.accountant.bounds import BoundKind
+from shuffledp.accountant.bounds.base import BoundKind
 from shuffledp.errors import InvalidParameterError
 from shuffledp.validation import (
     json_input,

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     AllOthersX0,
     BiswasLiteral,
     BlanketAnalytic,
@@ -17,11 +16,12 @@ from shuffledp.accountant.bounds import (
     StrongAdversary,
     WangKRR,
 )
-from shuffledp.accountant.family import FamilyF
-from shuffledp.accountant.largest_group import LargestGroup
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.bounds.largest_group import LargestGroup
+from shuffledp.accountant.bounds.renyi_girgis import RenyiGirgis
 from shuffledp.accountant.mechanism import InvalidParameterError
-from shuffledp.accountant.renyi_girgis import RenyiGirgis
 from shuffledp.accountant.tight import Tight
+from shuffledp.accountant.worst_case.family import FamilyF
 
 _NEEDS_NX0 = {"single-bin", "biswas-literal"}
 

@@ -20,8 +20,7 @@ from __future__ import annotations
 
 import math
 
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     UPPER_BOUNDS,
     Bound,
     BoundKind,
@@ -31,17 +30,21 @@ from shuffledp.accountant.bounds import (
     SingleBin,
     WangKRR,
 )
-from shuffledp.accountant.crossing import EPS_CAP, EPS_TOL, lower_near
-from shuffledp.accountant.family import ENDS_ONLY_FROM as ENDS_ONLY_FROM
-from shuffledp.accountant.family import NEGLIGIBLE_DELTA as NEGLIGIBLE_DELTA
-from shuffledp.accountant.family import (
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.bounds.largest_group import LargestGroup
+from shuffledp.accountant.engines.crossing import EPS_CAP, EPS_TOL, lower_near
+from shuffledp.accountant.engines.pairs import Bracket
+from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
+from shuffledp.accountant.worst_case.family import ENDS_ONLY_FROM as ENDS_ONLY_FROM
+from shuffledp.accountant.worst_case.family import NEGLIGIBLE_DELTA as NEGLIGIBLE_DELTA
+from shuffledp.accountant.worst_case.family import (
     ExactK2,
     FamilyMember,
     candidates,
     k2_worst_case,
     negligible,
 )
-from shuffledp.accountant.k3_exhaustive import (
+from shuffledp.accountant.worst_case.k3_exhaustive import (
     K3_MAX_N,
     Counts,
     CountsMember,
@@ -49,9 +52,6 @@ from shuffledp.accountant.k3_exhaustive import (
     k3_calibrate_eps0,
     k3_worst_case,
 )
-from shuffledp.accountant.largest_group import LargestGroup
-from shuffledp.accountant.mechanism import ShuffledKRR, require_eps
-from shuffledp.accountant.pairs import Bracket
 
 #: Up to this n the single-bin lower bound is maximised over every nx0.
 ALL_NX0_UP_TO = 64

@@ -136,7 +136,7 @@ def print_family() -> None:
     """family_counts.family_all: CPU seconds of the first eps (laws included) and of a second,
     peak traced MiB of the first, the best a and its gain over max(F(0), F(n - 1)); tight's
     delta(eps) from cold caches. One run each (the machine's load shows in the figures)."""
-    from shuffledp.accountant import family_counts
+    from shuffledp.accountant.engines import family_counts
 
     def cold() -> None:
         family_counts._laws.cache_clear()

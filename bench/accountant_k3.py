@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.k3_exhaustive import enumerate_datasets
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.worst_case.k3_exhaustive import enumerate_datasets
 
 EPS0S = [0.5, 1.0, 2.0, 4.0, 8.0]
 EPSS = [0.1, 0.5, 1.0]

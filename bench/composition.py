@@ -20,7 +20,7 @@ import time
 CELL = """
 import json, resource, sys, time
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.composition_bracket import compose_bracket
+from shuffledp.accountant.composition.composition_bracket import compose_bracket
 n, k, eps0, rounds = int(float(sys.argv[1])), int(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
 start = time.perf_counter()
 r = compose_bracket(ShuffledKRR(n=n, k=k, eps0=eps0), rounds, delta=1e-6)

@@ -13,7 +13,7 @@ keeps it, and the copy in docs/architecture.md, equal to the class hierarchy)::
     │   ├── simulations.data.checkins.CheckInReadError
     │   └── simulations.data.fetch.DataMissingError   no check-in data: the line says how to get it
     ├── OutsideConditionsError      a bound asked outside the conditions it holds in  [exit 2]
-    │   └── accountant.gsum.TooLargeError
+    │   └── accountant.engines.gsum.TooLargeError
     ├── RejectedMessage             a message from the network refused by a stage; counted
     │                               by reason, never fatal (protocol.errors has one per reason)
     ├── simulations.pipeline.api.RunningEventLoopError   the sync API called inside a loop

@@ -9,11 +9,12 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from shuffledp.accountant.bounds import (
+from shuffledp.accountant.bounds.base import (
     Bound,
     BoundKind,
     OutsideConditionsError,
 )
+from shuffledp.accountant.bounds.renyi_girgis import compose_rdp
 from shuffledp.accountant.mechanism import N_MAX, ShuffledKRR
 from shuffledp.accountant.records import (
     AccountAnswer,
@@ -23,7 +24,6 @@ from shuffledp.accountant.records import (
     WitnessDataset,
 )
 from shuffledp.accountant.registry import BOUND_NAMES, make_bound, needs_nx0
-from shuffledp.accountant.renyi_girgis import compose_rdp
 from shuffledp.accountant.tight import witness_dataset
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
@@ -261,7 +261,7 @@ def _result_or_error(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) 
 
 
 def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:
-    from shuffledp.accountant.composition_bracket import (  # lazy: dp_accounting ~0.9 s import
+    from shuffledp.accountant.composition.composition_bracket import (  # lazy: dp_accounting ~0.9 s import
         compose_bracket,
     )
 

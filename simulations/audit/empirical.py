@@ -88,7 +88,7 @@ from shuffledp.accountant import (
     make_bound,
     needs_nx0,
 )
-from shuffledp.accountant.bounds import BoundKind
+from shuffledp.accountant.bounds.base import BoundKind
 from shuffledp.accountant.mechanism import require_eps
 from shuffledp.errors import InvalidParameterError
 from shuffledp.randomness import RandomSource, SeedLike, default_source, seed_value

@@ -144,7 +144,7 @@ def tight_cells(mech: ShuffledKRR, eps: float) -> tuple[dict[str, Cell], str, st
 def _literal_decimal(point: Point) -> str:
     """The printed formula (``biswas-literal``) to 17 digits: its float is the accountant's
     value to the last bit or one unit of it."""
-    from shuffledp.accountant.biswas_literal import biswas_literal_delta_text
+    from shuffledp.accountant.bounds.biswas_literal import biswas_literal_delta_text
 
     n, k, eps0, nx0, eps = point
     if eps >= eps0:

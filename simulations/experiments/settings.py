@@ -27,8 +27,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
-from shuffledp.accountant.biswas_literal import MAX_N as PRINTED_MAX_N
-from shuffledp.accountant.biswas_literal import biswas_literal_delta
+from shuffledp.accountant.bounds.biswas_literal import MAX_N as PRINTED_MAX_N
+from shuffledp.accountant.bounds.biswas_literal import biswas_literal_delta
 from shuffledp.errors import InvalidParameterError
 from shuffledp.validation import require_int, require_positive
 

@@ -166,7 +166,7 @@ def all_bounds_results(
 def literal_value(point: Point) -> str:
     """The printed formula at one point as a decimal string (exact below double precision
     too; a top-level function: it runs in workers)."""
-    from shuffledp.accountant.biswas_literal import biswas_literal_delta_text
+    from shuffledp.accountant.bounds.biswas_literal import biswas_literal_delta_text
 
     n, k, eps0, nx0, eps = point
     return biswas_literal_delta_text(n, k, eps0, nx0, eps)

@@ -1,5 +1,5 @@
 """F(a) for one a by dynamic programming over the users in log space: the production code before
-accountant/family_counts.py computed every a at once, kept as an independent float reference for it.
+accountant/engines/family_counts.py computed every a at once, kept as an independent float reference for it.
 
 The others' 2-d law of (x0, x2) counts by a DP over users (logaddexp), the full law of
 (N_x0, N_x1, N_x2) on an (n + 1)^3 grid, and the hockey-stick sums with a rigorous rounding bound
@@ -13,8 +13,8 @@ import math
 import numpy as np
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.numerics import FloatArray, log_binom_pmf, log_sum
-from shuffledp.accountant.pairs import Bracket
+from shuffledp.accountant.engines.numerics import FloatArray, log_binom_pmf, log_sum
+from shuffledp.accountant.engines.pairs import Bracket
 
 
 def dp_delta(mech: ShuffledKRR, a: int, eps: float) -> Bracket:

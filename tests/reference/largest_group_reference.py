@@ -1,6 +1,6 @@
 """Brute-force mpmath reference for the largest-group bound (test reference, not production code).
 
-Definition (accountant/largest_group.py has the argument). k-RR of any value is, w.p.
+Definition (accountant/bounds/largest_group.py has the argument). k-RR of any value is, w.p.
 gamma = (e^eps0 - 1) / (e^eps0 + k - 1), the true value and otherwise (w.p. beta = k / (e^eps0 +
 k - 1)) a uniform value over all k. For a holder type w ("x0": value 0, "other": value 2, k >= 3)
 and a group size 0 <= m <= n - 1, with r = n - 1 - m:

@@ -49,7 +49,7 @@ from shuffledp.accountant import (
     make_bound,
     needs_nx0,
 )
-from shuffledp.accountant.pairs import Bracket
+from shuffledp.accountant.engines.pairs import Bracket
 from tests.reference import oracle, oracle_float, references
 
 # ---------------------------------------------------------------------------------------------

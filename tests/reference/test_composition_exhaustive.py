@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.composition_bracket import compose_bracket
-from shuffledp.accountant.pairs import hockey_stick_both
+from shuffledp.accountant.composition.composition_bracket import compose_bracket
+from shuffledp.accountant.engines.pairs import hockey_stick_both
 from tests.reference.oracle import _pair_for_others
 
 

@@ -1,4 +1,4 @@
-"""accountant/k2_exact.py (F(a) for k = 2 in extended precision) against 60-digit mpmath
+"""accountant/engines/k2_exact.py (F(a) for k = 2 in extended precision) against 60-digit mpmath
 enumeration (tests/reference/mpmath_pairs.single_bin) at n in the hundreds.
 
 Requirement: for every a on a range covering both ends (a = 0 .. 6, n - 7 .. n - 1) and a few
@@ -12,7 +12,7 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.k2_exact import EXTENDED, k2_family_value
+from shuffledp.accountant.engines.k2_exact import EXTENDED, k2_family_value
 from tests.reference import mpmath_pairs
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
@@ -51,9 +51,9 @@ def test_bracket_contains_mpmath_and_is_narrow(n: int, eps0: float, eps: float) 
 
 @pytest.mark.parametrize(("n", "eps0", "eps"), CASES)
 def test_fft_bracket_contains_mpmath(n: int, eps0: float, eps: float) -> None:
-    """accountant/k2_fft.py (absolute FFT errors, Chernoff tails): where it answers, its
+    """accountant/engines/k2_fft.py (absolute FFT errors, Chernoff tails): where it answers, its
     bracket contains the 60-digit value too (it may decline, or be wide in deep tails)."""
-    from shuffledp.accountant.k2_fft import k2_fft_value
+    from shuffledp.accountant.engines.k2_fft import k2_fft_value
 
     mech = ShuffledKRR(n=n, k=2, eps0=eps0)
     for a in _a_values(n):
@@ -78,7 +78,7 @@ CERT_CASES = [
 def test_certificate_contains_the_exhaustive_worst_case(n: int, eps0: float, eps: float) -> None:
     """Every dataset of the other n - 1 users enumerated (tests/reference/oracle.py, 50 digits):
     the certified bracket contains the worst case and is exact to 1e-9."""
-    from shuffledp.accountant.family import k2_worst_case
+    from shuffledp.accountant.worst_case.family import k2_worst_case
     from tests.reference import oracle
 
     got, _ = k2_worst_case(ShuffledKRR(n=n, k=2, eps0=eps0), eps)
@@ -96,7 +96,7 @@ def test_certificate_contains_the_mpmath_maximum_over_every_a(
 ) -> None:
     """max over every a of the 60-digit single-bin value (mpmath_pairs) inside the bracket, and
     the bracket exact to 1e-9 (the maximum may sit in the interior: eps0 = 8)."""
-    from shuffledp.accountant.family import k2_worst_case
+    from shuffledp.accountant.worst_case.family import k2_worst_case
 
     got, best_a = k2_worst_case(ShuffledKRR(n=n, k=2, eps0=eps0), eps)
     with mpmath.workdps(60):
@@ -111,7 +111,7 @@ def test_certificate_at_n_1e4_is_exact_where_the_maximum_is_interior() -> None:
     """n = 1e4, eps0 = 8, eps = 0.1: F(a) oscillates with a (the noise variance is 3.4, so the
     lattice shift a (pt - pb) matters) and its maximum is near a = 2680, not at the ends. The
     certificate finds it, and every a evaluated directly stays below the upper end."""
-    from shuffledp.accountant.family import k2_worst_case
+    from shuffledp.accountant.worst_case.family import k2_worst_case
 
     mech = ShuffledKRR(n=10_000, k=2, eps0=8.0)
     got, best_a = k2_worst_case(mech, 0.1)

@@ -1,4 +1,4 @@
-"""k = 3 enumeration (accountant/k3_exhaustive.py) against an independent 60-digit mpmath
+"""k = 3 enumeration (accountant/worst_case/k3_exhaustive.py) against an independent 60-digit mpmath
 computation of single datasets at n = 40, and the whole enumeration against the float oracle
 (tests/reference/oracle_float.py, every dataset of user values) on a grid at n <= 10."""
 
@@ -11,8 +11,8 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.family import family_delta
-from shuffledp.accountant.k3_exhaustive import dataset_delta, k3_worst_case
+from shuffledp.accountant.worst_case.family import family_delta
+from shuffledp.accountant.worst_case.k3_exhaustive import dataset_delta, k3_worst_case
 from tests.reference import oracle, oracle_float
 
 pytestmark = pytest.mark.slow

@@ -1,4 +1,4 @@
-"""The largest-group bound (accountant/largest_group.py) against the brute-force mpmath reference
+"""The largest-group bound (accountant/bounds/largest_group.py) against the brute-force mpmath reference
 tests/reference/largest_group_reference.py, and that reference against its defining facts.
 
 The reference is checked first: Delta_w(0) is the optimal-blanket view (OptimalBlanket's
@@ -62,7 +62,7 @@ def reference(n: int, k: int, eps0: float, eps: float, holder: str, m: int) -> A
 
 def production() -> Any:
     """The production module (imported here, not skipped: a broken import must fail)."""
-    from shuffledp.accountant import largest_group
+    from shuffledp.accountant.bounds import largest_group
 
     return largest_group
 

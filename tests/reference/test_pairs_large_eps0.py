@@ -37,7 +37,7 @@ from shuffledp.accountant import (
     WangKRR,
     eps_for_delta,
 )
-from shuffledp.accountant.numerics import (
+from shuffledp.accountant.engines.numerics import (
     log_binom_cdf,
     log_binom_pmf,
     log_binom_sf,

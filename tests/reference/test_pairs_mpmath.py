@@ -12,7 +12,7 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, TwoCountPair
-from shuffledp.accountant.bounds import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
+from shuffledp.accountant.bounds.base import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
 from tests.reference import mpmath_pairs
 
 # (n, k, eps0, eps): moderate deltas, deep tails (1e-30 .. 1e-300), eps at eps0 (exact zero).

@@ -13,10 +13,10 @@ import itertools
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, Tight, eps_for_delta
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.bounds import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
-from shuffledp.accountant.family import family_delta
+from shuffledp.accountant.bounds.base import Clones, KRRClones, SingleBin, StrongAdversary, WangKRR
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
 from shuffledp.accountant.tight import DOMINATED_WIDTH
+from shuffledp.accountant.worst_case.family import family_delta
 
 GRID = list(
     itertools.product(

@@ -35,7 +35,7 @@ from shuffledp.accountant.mechanism import ShuffledKRR
 from shuffledp.validation import require_int, require_positive
 
 if TYPE_CHECKING:
-    from shuffledp.accountant.composition import FamilyPLD
+    from shuffledp.accountant.composition.pair_pld import FamilyPLD
     from shuffledp.simulations.pipeline.stream.budget import Budget
 
 __all__ = ["LEDGER_MAX_BYTES", "STREAM_DISCRETIZATION", "UserLedger", "WorstHistory"]
@@ -83,7 +83,7 @@ class UserLedger:
         discretization: float = STREAM_DISCRETIZATION,
         max_bytes: int = LEDGER_MAX_BYTES,
     ) -> None:
-        from shuffledp.accountant.composition import default_families
+        from shuffledp.accountant.composition.pair_pld import default_families
 
         ShuffledKRR(n=2, k=k, eps0=eps0)  # validates k and eps0
         require_positive("discretization", discretization)
@@ -110,7 +110,7 @@ class UserLedger:
 
     def round_plds(self, n: int) -> tuple[FamilyPLD, ...]:
         """One PLD per family for a round of n reports."""
-        from shuffledp.accountant.composition import local_krr_pld, pair_fast_pld
+        from shuffledp.accountant.composition.pair_pld import local_krr_pld, pair_fast_pld
 
         require_int("round size", n, 1)
         if n not in self._round_cache:
@@ -128,7 +128,7 @@ class UserLedger:
         self, key: tuple[int, ...], n: int
     ) -> tuple[tuple[int, ...], tuple[FamilyPLD, ...]]:
         """The history ``key`` plus a round of n: its key and per-family composed PLDs."""
-        from shuffledp.accountant.composition import compose_family
+        from shuffledp.accountant.composition.pair_pld import compose_family
 
         child = tuple(sorted((*key, n)))
         cached = self._composed.get(child)
@@ -166,7 +166,7 @@ class UserLedger:
 
     def delta_at(self, plds: Sequence[FamilyPLD], eps: float) -> tuple[float, str]:
         """min over families of the composed delta at eps, and the family that gave it."""
-        from shuffledp.accountant.composition import family_delta
+        from shuffledp.accountant.composition.pair_pld import family_delta
 
         values = [family_delta(pld, eps) for pld in plds]
         best = int(np.argmin(values))
@@ -174,7 +174,7 @@ class UserLedger:
 
     def eps_at(self, plds: Sequence[FamilyPLD], delta: float) -> tuple[float, str]:
         """min over families of the composed eps at delta, and the family that gave it."""
-        from shuffledp.accountant.composition import family_eps
+        from shuffledp.accountant.composition.pair_pld import family_eps
 
         values = [family_eps(pld, delta) for pld in plds]
         best = int(np.argmin(values))

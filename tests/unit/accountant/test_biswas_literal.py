@@ -16,7 +16,7 @@ import time
 import pytest
 
 from shuffledp.accountant import BiswasLiteral, BoundKind, ShuffledKRR, SingleBin
-from shuffledp.accountant.biswas_literal import MAX_N, biswas_literal_delta
+from shuffledp.accountant.bounds.biswas_literal import MAX_N, biswas_literal_delta
 from shuffledp.errors import InvalidParameterError
 
 TABLE_IV_EPS = (0.1, 0.5, 1.0, 1.5, 2.0, 2.5, 3.0)

@@ -1,4 +1,4 @@
-"""The exact engine (accountant/gsum.py), the optimal-blanket bound and its dominating pair.
+"""The exact engine (accountant/engines/gsum.py), the optimal-blanket bound and its dominating pair.
 
 Independent references: brute-force mpmath enumeration of the multinomial counts (40 digits),
 the exhaustive oracle (tests/reference/oracle.py), and the checked values of the bound's derivation (Su,
@@ -23,9 +23,9 @@ from shuffledp.accountant import (
     ShuffledKRR,
     hockey_stick_both,
 )
-from shuffledp.accountant.composition import BlanketFamily, compose, compose_rounds
-from shuffledp.accountant.family import family_delta
-from shuffledp.accountant.gsum import Atom, mean_positive_part
+from shuffledp.accountant.composition.pair_pld import BlanketFamily, compose, compose_rounds
+from shuffledp.accountant.engines.gsum import Atom, mean_positive_part
+from shuffledp.accountant.worst_case.family import family_delta
 from tests.reference import oracle
 
 
@@ -190,7 +190,7 @@ def test_rounds_too_large_to_list_fall_back_and_say_so() -> None:
 def test_all_others_x0_equals_its_iid_form(n: int, k: int, eps0: float, eps: float) -> None:
     """F(n - 1) two ways: the two-count pair (AllOthersX0, what family_delta uses) and the i.i.d.
     G-form of the leave-one-out identity (both directions) must overlap."""
-    from shuffledp.accountant.family import all_x0_g_form
+    from shuffledp.accountant.worst_case.family import all_x0_g_form
 
     mech = ShuffledKRR(n=n, k=k, eps0=eps0)
     g_form = all_x0_g_form(mech, eps)

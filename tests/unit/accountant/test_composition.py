@@ -1,4 +1,4 @@
-"""Composition over rounds (shuffledp.accountant.composition) against dp-accounting and mpmath.
+"""Composition over rounds (shuffledp.accountant.composition.pair_pld) against dp-accounting and mpmath.
 
 References:
 * dp-accounting's own constructor ``from_two_probability_mass_functions(log_pmf_lower,
@@ -42,8 +42,8 @@ from shuffledp.accountant import (  # noqa: E402
     Tight,
     compose,
 )
-from shuffledp.accountant.bounds import CloneFormBound  # noqa: E402
-from shuffledp.accountant.composition import pld_from_log_pmfs  # noqa: E402
+from shuffledp.accountant.bounds.base import CloneFormBound  # noqa: E402
+from shuffledp.accountant.composition.pair_pld import pld_from_log_pmfs  # noqa: E402
 from tests.reference import mpmath_pairs, references  # noqa: E402
 
 Mpf = Any

@@ -10,8 +10,8 @@ from shuffledp.accountant import (
     OutsideConditionsError,
     ShuffledKRR,
 )
-from shuffledp.accountant import composition_bracket as cb
-from shuffledp.accountant.composition import fft_error
+from shuffledp.accountant.composition import composition_bracket as cb
+from shuffledp.accountant.composition.pair_pld import fft_error
 
 
 def test_profile_not_reached_is_said_and_stays_valid(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,8 +41,8 @@ from shuffledp.accountant import (
     Tight,
     compose,
 )
-from shuffledp.accountant.bounds import CloneFormBound
-from shuffledp.accountant.composition import (
+from shuffledp.accountant.bounds.base import CloneFormBound
+from shuffledp.accountant.composition.pair_pld import (
     DISCRETIZATION,
     BlanketFamily,
     FastPLD,
@@ -339,7 +339,7 @@ def test_the_summed_convolution_bound_covers_the_rounding(seed: int) -> None:
     convolution_error summed) covers the rounding actually made: five different random PMFs
     (200-900 loss points, heavy-tailed weights) composed by FFT, without tail truncation,
     against np.convolve (a direct sum, FFT-free: errors relative, ~1e-16 of each term)."""
-    from shuffledp.accountant.composition import _Direction, pld_convolution_error
+    from shuffledp.accountant.composition.pair_pld import _Direction, pld_convolution_error
 
     rng = np.random.default_rng(seed)
     grid = 1e-2

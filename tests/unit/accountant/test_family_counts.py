@@ -1,4 +1,4 @@
-"""F(a) for every a at once (accountant/family_counts.py) and the lower end as the best member.
+"""F(a) for every a at once (accountant/engines/family_counts.py) and the lower end as the best member.
 
 Expected values: tests/reference/references.py (60-digit mpmath, the sufficient counts of F(a),
 both directions) at small n, and tests/reference/family_dp.py (the previous production code: a
@@ -11,9 +11,9 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, Tight
-from shuffledp.accountant.family import FamilyF, candidates, family_delta
-from shuffledp.accountant.family_counts import family_all
+from shuffledp.accountant.engines.family_counts import family_all
 from shuffledp.accountant.tight import DOMINATED_WIDTH
+from shuffledp.accountant.worst_case.family import FamilyF, candidates, family_delta
 from tests.reference import references
 from tests.reference.family_dp import dp_delta
 

@@ -15,17 +15,17 @@ import math
 import numpy as np
 import pytest
 
-from shuffledp.accountant.blanket import blanket_atoms
-from shuffledp.accountant.family import _atoms_all_x0, _atoms_all_x2
-from shuffledp.accountant.gsum import (
+from shuffledp.accountant.bounds.blanket import blanket_atoms
+from shuffledp.accountant.engines.gsum import (
     EXACT_CELLS,
     Atom,
     exact_mean_positive_part,
     mean_positive_part,
 )
-from shuffledp.accountant.gsum_fast import fast_mean_positive_part
+from shuffledp.accountant.engines.gsum_fast import fast_mean_positive_part
+from shuffledp.accountant.engines.pairs import Bracket
 from shuffledp.accountant.mechanism import ShuffledKRR
-from shuffledp.accountant.pairs import Bracket
+from shuffledp.accountant.worst_case.family import _atoms_all_x0, _atoms_all_x2
 
 #: The relative width (upper / lower - 1) claimed at n >= 1e4 (measured at most 1.4e-4).
 WIDTH_CLAIM = 5e-4
@@ -130,7 +130,7 @@ def test_no_positive_atom_is_zero() -> None:
 
 def test_width_near_smoothing_term() -> None:
     """The smoothing's share of the width is about 2 (tau theta)^2 = 2 TAU_FRACTION^2."""
-    from shuffledp.accountant import gsum_fast
+    from shuffledp.accountant.engines import gsum_fast
 
     mech = ShuffledKRR(n=10**6, k=15, eps0=4.0)
     fast = fast_mean_positive_part(10**6, blanket_atoms(mech, 0.05))

@@ -8,11 +8,11 @@ from __future__ import annotations
 import pytest
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.family import k2_worst_case
+from shuffledp.accountant.engines.k2_exact import EXTENDED
+from shuffledp.accountant.engines.k2_waves import k2_revealed_users
 from shuffledp.accountant.inversion import eps_for_delta
-from shuffledp.accountant.k2_exact import EXTENDED
-from shuffledp.accountant.k2_waves import k2_revealed_users
 from shuffledp.accountant.tight import Tight, witness_dataset
+from shuffledp.accountant.worst_case.family import k2_worst_case
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
 
@@ -45,7 +45,7 @@ def test_optimal_blanket_closes_a_flat_certificate_validly(n: int) -> None:
     and be at most K2_CEILING_TOLERANCE wide."""
     from unittest import mock
 
-    from shuffledp.accountant import family
+    from shuffledp.accountant.worst_case import family
 
     mech = ShuffledKRR(n=n, k=2, eps0=20.0)
     short, _ = family._k2_worst_case(mech, 0.0)
@@ -88,8 +88,8 @@ def test_block_bound_is_above_every_f_a_of_its_block(n: int, eps0: float, eps: f
     60-digit mpmath in tests/reference/test_k2_exact.py), on blocks large enough that fewer
     than all the block's users are revealed; and it is below the old bound, which revealed them
     all."""
-    from shuffledp.accountant import family
-    from shuffledp.accountant.k2_exact import WorkMeter
+    from shuffledp.accountant.engines.k2_exact import WorkMeter
+    from shuffledp.accountant.worst_case import family
 
     mech = ShuffledKRR(n=n, k=2, eps0=eps0)
     half = (n - 1) // 2
@@ -113,11 +113,12 @@ def test_fft_block_bounds_are_above_every_f_a_of_their_blocks(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Far from the ends (a1 >= K2_FFT_FROM) block bounds come from one FFT evaluation
-    (accountant/k2_fft.py) where the contour declines (made to, here); at n = 20,000 they are
+    (accountant/engines/k2_fft.py) where the contour declines (made to, here); at n = 20,000 they are
     still at least F(a) (k2_exact) for every a of each block (every 40th a of the largest), and
     the FFT path is the one that answered."""
-    from shuffledp.accountant import family, k2_fft
-    from shuffledp.accountant.k2_exact import WorkMeter
+    from shuffledp.accountant.engines import k2_fft
+    from shuffledp.accountant.engines.k2_exact import WorkMeter
+    from shuffledp.accountant.worst_case import family
 
     mech = ShuffledKRR(n=20_000, k=2, eps0=0.5)
     eps = 0.02
@@ -143,7 +144,7 @@ def test_sweep_and_bisection_certify_the_same_maximum(monkeypatch: pytest.Monkey
     bisection (K2_FULL_WORK_MAX_N below n) both finish at n = 20,000, eps0 = 0.5 near delta =
     1e-6 with the same best F(a) and an upper end within K2_TOLERANCE of it; the sweep
     evaluates fewer blocks (a deterministic count, not a timing)."""
-    from shuffledp.accountant import family
+    from shuffledp.accountant.worst_case import family
 
     mech = ShuffledKRR(n=20_000, k=2, eps0=0.5)
     eps = 0.0097

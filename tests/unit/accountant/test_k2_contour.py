@@ -1,4 +1,4 @@
-"""accountant/k2_contour.py: F(a) for k = 2 by a saddle-point contour integral, against 60-digit
+"""accountant/engines/k2_contour.py: F(a) for k = 2 by a saddle-point contour integral, against 60-digit
 mpmath enumeration (tests/reference/mpmath_pairs.single_bin, independent of the production code)
 and against k2_exact at n up to 1e8; its rounding model against the error actually made."""
 
@@ -8,9 +8,10 @@ import mpmath
 import numpy as np
 import pytest
 
-from shuffledp.accountant import ShuffledKRR, k2_contour
-from shuffledp.accountant.k2_contour import Coefs, direction_one, k2_contour_value
-from shuffledp.accountant.k2_exact import EXTENDED, k2_family_value
+from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant.engines import k2_contour
+from shuffledp.accountant.engines.k2_contour import Coefs, direction_one, k2_contour_value
+from shuffledp.accountant.engines.k2_exact import EXTENDED, k2_family_value
 from tests.reference import mpmath_pairs
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")

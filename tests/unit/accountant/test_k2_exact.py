@@ -1,4 +1,4 @@
-"""accountant/k2_exact.py: F(a) for k = 2 in extended precision agrees with the float64
+"""accountant/engines/k2_exact.py: F(a) for k = 2 in extended precision agrees with the float64
 single-bin code (bounds.SingleBin, an independent computation with its own rigorous bracket)."""
 
 from __future__ import annotations
@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.bounds import SingleBin
-from shuffledp.accountant.k2_exact import EXTENDED, k2_family_value
+from shuffledp.accountant.bounds.base import SingleBin
+from shuffledp.accountant.engines.k2_exact import EXTENDED, k2_family_value
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
 

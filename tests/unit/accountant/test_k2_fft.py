@@ -1,4 +1,4 @@
-"""accountant/k2_fft.py: F(a) for k = 2 by one FFT convolution, against k2_exact (itself checked
+"""accountant/engines/k2_fft.py: F(a) for k = 2 by one FFT convolution, against k2_exact (itself checked
 against 60-digit mpmath in tests/reference/test_k2_exact.py), its FFT error bound against the
 error actually made, and its Chernoff tails against exact tails."""
 
@@ -10,8 +10,8 @@ import pytest
 from scipy.stats import binom
 
 from shuffledp.accountant import ShuffledKRR
-from shuffledp.accountant.k2_exact import EXTENDED, k2_family_value
-from shuffledp.accountant.k2_fft import (
+from shuffledp.accountant.engines.k2_exact import EXTENDED, k2_family_value
+from shuffledp.accountant.engines.k2_fft import (
     FFT_PAD,
     fft_convolve,
     k2_fft_value,

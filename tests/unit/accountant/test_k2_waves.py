@@ -1,4 +1,4 @@
-"""accountant/k2_waves.py: the k = 2 certificate in waves of batched contour evaluations,
+"""accountant/engines/k2_waves.py: the k = 2 certificate in waves of batched contour evaluations,
 against the maximum of F(a) over every a (each by k2_exact, itself checked against 60-digit
 mpmath in tests/reference/test_k2_exact.py) and against the one-by-one certificate."""
 
@@ -8,9 +8,10 @@ import itertools
 
 import pytest
 
-from shuffledp.accountant import ShuffledKRR, family
-from shuffledp.accountant.k2_exact import EXTENDED, k2_family_value
-from shuffledp.accountant.k2_waves import segments
+from shuffledp.accountant import ShuffledKRR
+from shuffledp.accountant.engines.k2_exact import EXTENDED, k2_family_value
+from shuffledp.accountant.engines.k2_waves import segments
+from shuffledp.accountant.worst_case import family
 
 pytestmark = pytest.mark.skipif(not EXTENDED, reason="needs an extended long double (x86)")
 

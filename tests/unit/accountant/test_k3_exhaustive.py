@@ -1,4 +1,4 @@
-"""k = 3: the worst case over every dataset (accountant/k3_exhaustive.py), against the float
+"""k = 3: the worst case over every dataset (accountant/worst_case/k3_exhaustive.py), against the float
 oracle of tests/reference/oracle_float.py (every dataset of user values, its own rigorous
 bracket), the family F(a), optimal-blanket, and through ``tight``."""
 
@@ -10,17 +10,17 @@ import json
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, Tight, calibrate_eps0, eps_for_delta
-from shuffledp.accountant.blanket import OptimalBlanket
-from shuffledp.accountant.bounds import OutsideConditionsError
-from shuffledp.accountant.family import family_delta
-from shuffledp.accountant.k3_exhaustive import (
+from shuffledp.accountant.bounds.base import OutsideConditionsError
+from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.records import WitnessDataset
+from shuffledp.accountant.tight import witness_dataset
+from shuffledp.accountant.worst_case.family import family_delta
+from shuffledp.accountant.worst_case.k3_exhaustive import (
     K3_MAX_N,
     dataset_delta,
     enumerate_datasets,
     k3_worst_case,
 )
-from shuffledp.accountant.records import WitnessDataset
-from shuffledp.accountant.tight import witness_dataset
 from shuffledp.errors import InvalidParameterError
 from tests.reference import oracle_float
 

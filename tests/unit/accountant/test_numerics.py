@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from scipy.special import betainc, gammaln
 
-from shuffledp.accountant.numerics import (
+from shuffledp.accountant.engines.numerics import (
     GAMMALN_RELERR,
     binomial_window,
     log1mexp,
@@ -141,7 +141,7 @@ def test_largest_where_finds_the_threshold_from_below() -> None:
     """The largest x with ok(x) for a threshold predicate: within 1e-9 relative and never
     above it; None when ok fails down to 1e-9; the last doubling below ``cap`` when ok holds
     beyond it."""
-    from shuffledp.accountant.numerics import largest_where
+    from shuffledp.accountant.engines.numerics import largest_where
 
     for threshold in (3.7e-6, 0.25, 3.7, 512.0):
 

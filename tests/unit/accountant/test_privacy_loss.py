@@ -25,7 +25,7 @@ from shuffledp.accountant import (
     privacy_loss_distribution,
     privacy_loss_distributions,
 )
-from shuffledp.accountant.composition import (
+from shuffledp.accountant.composition.pair_pld import (
     BlanketFamily,
     PairSource,
     fft_error,

@@ -12,15 +12,15 @@ import numpy as np
 import pytest
 
 from shuffledp.accountant import OptimalBlanket, ShuffledKRR, compose
-from shuffledp.accountant.bounds import OutsideConditionsError
-from shuffledp.accountant.numerics import log_binom_pmf
-from shuffledp.accountant.pairs import hockey_stick, hockey_stick_both
-from shuffledp.accountant.profile_pld import (
+from shuffledp.accountant.bounds.base import OutsideConditionsError
+from shuffledp.accountant.composition.profile_pld import (
     Grid,
     lower_pld_from_pair,
     lower_pld_from_profile,
     upper_pld,
 )
+from shuffledp.accountant.engines.numerics import log_binom_pmf
+from shuffledp.accountant.engines.pairs import hockey_stick, hockey_stick_both
 
 M, P = 12, 0.6
 

@@ -27,7 +27,7 @@ from shuffledp.accountant import (
     make_bound,
     rdp_epsilon,
 )
-from shuffledp.accountant.renyi_girgis import ORDERS, rdp_curve
+from shuffledp.accountant.bounds.renyi_girgis import ORDERS, rdp_curve
 from shuffledp.cli import main
 from tests.reference import oracle
 

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from shuffledp.accountant.bounds import BoundKind
+from shuffledp.accountant.bounds.base import BoundKind
 from shuffledp.accountant.records import (
     ACCOUNT_SCHEMA,
     AccountAnswer,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from shuffledp.accountant import ShuffledKRR, Tight
-from shuffledp.accountant.biswas_literal import biswas_literal_delta
+from shuffledp.accountant.bounds.biswas_literal import biswas_literal_delta
 from shuffledp.errors import InvalidParameterError
 from shuffledp.simulations.experiments.settings import (
     HONEST_DELTA,

@@ -22,7 +22,7 @@ import mpmath
 import pytest
 
 from shuffledp.accountant import InvalidParameterError, LargestGroup, ShuffledKRR, make_bound
-from shuffledp.accountant.largest_group import MAX_N
+from shuffledp.accountant.bounds.largest_group import MAX_N
 from shuffledp.accountant.tight import DOMINATED_WIDTH, with_largest_group
 from shuffledp.simulations.experiments import (
     ExperimentContext,
@@ -265,7 +265,10 @@ def test_feldman_closed_form_inverts_their_theorem(n: int, eps: float) -> None:
 def test_printed_formula_as_a_decimal_string() -> None:
     """The decimal form is the accountant's float where a float can hold it, and goes on below
     double precision (Table II's n = 1,000 column reaches 3.61E-292; eq. 6 goes lower)."""
-    from shuffledp.accountant.biswas_literal import biswas_literal_delta, biswas_literal_delta_text
+    from shuffledp.accountant.bounds.biswas_literal import (
+        biswas_literal_delta,
+        biswas_literal_delta_text,
+    )
 
     assert biswas_literal_delta_text(100, 10, 2.0, 80, 0.5, 5) == "3.2453e-22"
     text = biswas_literal_delta_text(100, 10, 0.49, 80, 0.3)

@@ -379,7 +379,7 @@ def test_each_epoch_is_one_round_of_its_active_users() -> None:
 
 
 def compose_eps_of(sizes: list[int], *, eps0: float, k: int, delta: float = 1e-6) -> float:
-    from shuffledp.accountant.composition import compose_rounds
+    from shuffledp.accountant.composition.pair_pld import compose_rounds
 
     mechs = [ShuffledKRR(n=n, k=k, eps0=eps0) for n in sizes]
     return compose_rounds(mechs, delta=delta, discretization=STREAM_DISCRETIZATION).eps
@@ -448,7 +448,7 @@ def test_budget_fixed_point_every_reporter_passes_at_the_n_it_is_sent_with() -> 
       some n >= the n finally sent (>= 2), and delta only grows as n shrinks, so its history
       plus a round of max(n sent, 2) is over budget.
     """
-    from shuffledp.accountant.composition import compose_rounds
+    from shuffledp.accountant.composition.pair_pld import compose_rounds
 
     def delta_of(sizes: list[int]) -> float:
         mechs = [ShuffledKRR(n=n, k=4, eps0=2.0) for n in sizes]

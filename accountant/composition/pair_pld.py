@@ -27,15 +27,15 @@ from dp_accounting.pld import pld_pmf
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 from scipy import signal
 
-from shuffledp.accountant.blanket import MAX_PAIR_OUTCOMES, OptimalBlanket
-from shuffledp.accountant.bounds import UPPER_BOUNDS, KRRClones, OutsideConditionsError
+from shuffledp.accountant.bounds.base import UPPER_BOUNDS, KRRClones, OutsideConditionsError
+from shuffledp.accountant.bounds.blanket import MAX_PAIR_OUTCOMES, OptimalBlanket
+from shuffledp.accountant.engines.numerics import FloatArray
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
     require_delta,
     require_eps,
 )
-from shuffledp.accountant.numerics import FloatArray
 
 
 class ListedPair(Protocol):

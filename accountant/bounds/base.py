@@ -22,15 +22,20 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import ClassVar
 
-from shuffledp.accountant.biswas_literal import biswas_literal_delta
-from shuffledp.accountant.crossing import lower_near, smallest_eps_at_most
+from shuffledp.accountant.bounds.biswas_literal import biswas_literal_delta
+from shuffledp.accountant.engines.crossing import lower_near, smallest_eps_at_most
+from shuffledp.accountant.engines.pairs import (
+    Bracket,
+    CloneFormPair,
+    TwoCountPair,
+    single_bin_delta,
+)
 from shuffledp.accountant.mechanism import (
     InvalidParameterError,
     ShuffledKRR,
     require_delta,
     require_eps,
 )
-from shuffledp.accountant.pairs import Bracket, CloneFormPair, TwoCountPair, single_bin_delta
 from shuffledp.errors import OutsideConditionsError as OutsideConditionsError
 
 
