@@ -24,6 +24,7 @@ import concurrent.futures
 import contextlib
 import multiprocessing
 import os
+import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -152,7 +153,7 @@ class LocalRepeater:
             self._pool = concurrent.futures.ProcessPoolExecutor(
                 max_workers=self.workers, mp_context=multiprocessing.get_context("forkserver")
             )
-        futures = [self._pool.submit(fn, item) for item in items]
+        futures = self._submit_all(fn, items)
         index_of = {future: index for index, future in enumerate(futures)}
         slots: list[Any] = [None] * len(items)
         try:
@@ -165,6 +166,23 @@ class LocalRepeater:
                 future.cancel()
             raise
         return slots
+
+    def _submit_all(self, fn: Callable[[T], R], items: Sequence[T]) -> list[Any]:
+        """Every item submitted to the pool; a TMPDIR too long for the fork server's Unix
+        socket (TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX, at most 107 bytes on Linux) is named
+        in one line instead of the bare 'AF_UNIX path too long'."""
+        assert self._pool is not None
+        try:
+            return [self._pool.submit(fn, item) for item in items]
+        except OSError as exc:
+            if "AF_UNIX path too long" not in str(exc):
+                raise
+            raise ExperimentError(
+                f"--workers {self.workers}: the worker pool's socket goes under TMPDIR "
+                f"({tempfile.gettempdir()}, {len(tempfile.gettempdir())} characters), too long "
+                "for a Unix socket path (107 bytes): set TMPDIR to a shorter folder or use "
+                "--workers 1"
+            ) from None
 
 
 class DaskRepeater:

@@ -20,9 +20,11 @@ them) as unhandled even when it is caught, and `python -m` then dies by SIGINT a
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -236,7 +238,13 @@ def _id(case: tuple[str, signal.Signals]) -> str:
 def test_a_signal_stops_a_pipeline_and_everything_it_started(
     command: str, sig: signal.Signals, tmp_path: Path
 ) -> None:
-    _stop_and_check(_heavy_cases(tmp_path)[command], sig, tmp_path / "tmpdir")
+    # A short TMPDIR: the experiment's fork server puts a Unix socket under it (at most 107
+    # bytes), and pytest's tmp_path under xdist is longer than that allows.
+    short = Path(tempfile.mkdtemp(prefix="sdp-sig-", dir="/tmp"))
+    try:
+        _stop_and_check(_heavy_cases(tmp_path)[command], sig, short / "t")
+    finally:
+        shutil.rmtree(short, ignore_errors=True)
 
 
 @pytest.mark.parametrize(("command", "sig"), LIGHT, ids=[_id(c) for c in LIGHT])
@@ -320,3 +328,20 @@ def test_a_signal_while_the_modules_load_ends_in_one_line(sig: signal.Signals) -
     assert "Traceback" not in stderr
     assert len(stderr.splitlines()) == 1, stderr
     assert stderr.startswith("shuffledp account: ") and "interrupted" in stderr, stderr
+
+
+def test_a_tmpdir_too_long_for_the_worker_pool_is_named(tmp_path: Path) -> None:
+    # The fork server's socket path TMPDIR/pymp-XXXXXXXX/listener-XXXXXXXX must fit 107 bytes.
+    long_tmp = tmp_path / ("d" * (110 - len(str(tmp_path))))
+    long_tmp.mkdir()
+    result = subprocess.run(
+        _cmd("experiment", "fig-2", "--out", str(tmp_path / "out"), "--runs", "2", "--quick"),
+        capture_output=True,
+        text=True,
+        timeout=STOP_TIMEOUT,
+        env={**os.environ, "TMPDIR": str(long_tmp)},
+    )
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    assert result.stderr.count("\n") == 1, result.stderr
+    assert "set TMPDIR to a shorter folder" in result.stderr, result.stderr
