@@ -29,7 +29,7 @@ from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
 from shuffledp.accountant.bounds.base import Bound, OutsideConditionsError
 from shuffledp.accountant.bounds.blanket import OptimalBlanket, require_eps0_in_range
-from shuffledp.accountant.composition.pair_pld import fft_error
+from shuffledp.accountant.composition.pair_pld import fft_error, require_above_rounding
 from shuffledp.accountant.composition.profile_pld import (
     TAIL_TRUNCATION,
     Grid,
@@ -207,7 +207,8 @@ def compose_bracket(
         refusal = f" (it refused: {profile.last_refusal})" if profile.refused else ""
         raise OutsideConditionsError(f"--rounds with {upper_name}: {exc}{refusal}") from None
     err = fft_error(rounds, upper)
-    _require_above_rounding(delta_v, rounds, err)
+    if delta_v is not None:
+        require_above_rounding(delta_v, err, rounds)
     if rounds > 1:
         upper = upper.self_compose(rounds, tail_mass_truncation=TAIL_TRUNCATION)
     hi = _answer(upper, eps_v, delta_v, -err)
@@ -229,16 +230,6 @@ def compose_bracket(
         step=grid.step,
         notes=notes,
     )
-
-
-def _require_above_rounding(delta: float | None, rounds: int, err: float) -> None:
-    """A --delta at or below the FFT's rounding error cannot be answered (OutsideConditions)."""
-    if delta is not None and delta <= err:
-        raise OutsideConditionsError(
-            f"--delta {delta:g} with --rounds {rounds}: at or below the composition's "
-            f"numerical accuracy ({err:.1e}, the FFT's rounding error on a composed delta); "
-            "ask for a larger --delta"
-        )
 
 
 def _lower_end(

@@ -246,12 +246,14 @@ def pld_convolution_error(
     return max(convolution_error(x, y) for x, y in pairs)
 
 
-def require_above_rounding(delta: float, err: float) -> None:
-    """OutsideConditionsError when a --delta is at or below a composition's rounding bound."""
+def require_above_rounding(delta: float, err: float, rounds: int | None = None) -> None:
+    """OutsideConditionsError when a --delta is at or below a composition's rounding bound
+    (``rounds``, where given, is named in the message as --rounds)."""
     if delta <= err:
+        where = f" with --rounds {rounds}" if rounds is not None else ""
         raise OutsideConditionsError(
-            f"--delta {delta:g}: at or below the composition's numerical accuracy ({err:.1e}, "
-            "the FFT's rounding error on a composed delta); ask for a larger --delta"
+            f"--delta {delta:g}{where}: at or below the composition's numerical accuracy "
+            f"({err:.1e}, the FFT's rounding error on a composed delta); ask for a larger --delta"
         )
 
 
