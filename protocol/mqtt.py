@@ -32,6 +32,7 @@ import aiomqtt
 
 from shuffledp.errors import BrokerError, InvalidParameterError
 from shuffledp.protocol.instance_lock import InstanceLock
+from shuffledp.protocol.kept_cancellation import keep_cancellation
 from shuffledp.protocol.transport import Message
 from shuffledp.validation import require_int, require_positive
 
@@ -564,7 +565,7 @@ class MqttTransport:
             # killed process, another round under the same account) is ended first.
             await self._end_session()
         try:
-            await self._client.__aenter__()
+            await keep_cancellation(self._client.__aenter__())
         except aiomqtt.MqttError as exc:
             who = "anonymously" if self.username is None else f"as user {self.username!r}"
             where = f"cannot connect to the MQTT broker at {self.url} as {self.client_id!r} ({who})"
@@ -690,12 +691,12 @@ class MqttTransport:
             self._stale.setdefault(id(message), old_epoch)
             self._queue.put_nowait(message)
         async with asyncio.timeout(2 * self.timeout + ABORT_DISCONNECT_SECONDS):
-            await self._client.__aenter__()
+            await keep_cancellation(self._client.__aenter__())
             for topic_filter in self._subscriptions:
-                await self._client.subscribe(topic_filter, qos=QOS)
+                await keep_cancellation(self._client.subscribe(topic_filter, qos=QOS))
             if self._will_topic is not None and self._will_status:
-                await self._client.publish(
-                    self._will_topic, self._will_status, qos=QOS, retain=True
+                await keep_cancellation(
+                    self._client.publish(self._will_topic, self._will_status, qos=QOS, retain=True)
                 )
 
     async def _reconnect(self, generation: int, lost: BaseException, failure: str) -> None:
@@ -786,7 +787,9 @@ class MqttTransport:
         while True:
             generation = self._generation
             try:
-                await self._client.publish(topic, bytes(payload), qos=QOS, retain=retain)
+                await keep_cancellation(
+                    self._client.publish(topic, bytes(payload), qos=QOS, retain=retain)
+                )
                 if retain and topic == self._will_topic:
                     self._will_status = bytes(payload)
                 return
@@ -797,7 +800,7 @@ class MqttTransport:
         while True:
             generation = self._generation
             try:
-                await self._client.subscribe(topic_filter, qos=QOS)
+                await keep_cancellation(self._client.subscribe(topic_filter, qos=QOS))
                 break
             except aiomqtt.MqttError as exc:
                 await self._reconnect(
