@@ -24,6 +24,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from shuffledp.errors import OperationalError
+from shuffledp.protocol.kept_cancellation import keep_cancellation
 from shuffledp.protocol.screen import Mapper, parallel_mapper
 from shuffledp.protocol.topics import progress_topic, retains_status, status_topic
 from shuffledp.protocol.transport import Message, Transport
@@ -134,6 +135,12 @@ async def peel_pool(stage: str) -> AsyncIterator[Mapper]:
         yield parallel_mapper(pool, PEEL_THREADS)
 
 
+async def _cancel_and_wait(task: asyncio.Task[None]) -> None:
+    task.cancel()
+    with contextlib.suppress(asyncio.CancelledError):
+        await task
+
+
 class Inbox:
     """The transport's received messages, in order, with timeouts (module docstring).
 
@@ -160,9 +167,9 @@ class Inbox:
 
     async def __aexit__(self, *exc_info: object) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            # The pump's own cancellation ends here; one of this task (Ctrl-C while the pump
+            # stops) is raised again, not swallowed with it.
+            await keep_cancellation(_cancel_and_wait(self._task))
 
     async def _pump(self) -> None:
         messages: AsyncIterator[Message] = self._transport.messages()

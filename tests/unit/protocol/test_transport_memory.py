@@ -343,6 +343,36 @@ async def test_inbox_get_never_swallows_a_cancellation() -> None:
                 pass
 
 
+class _SlowToStop:
+    """A transport whose message stream takes a while to stop when cancelled."""
+
+    async def messages(self) -> AsyncIterator[object]:
+        try:
+            await asyncio.sleep(10)
+        except asyncio.CancelledError:
+            await asyncio.sleep(0.05)
+            raise
+        yield None  # pragma: no cover - never reached
+
+
+@pytest.mark.asyncio
+async def test_leaving_an_inbox_never_swallows_a_cancellation() -> None:
+    """Cancelled while the Inbox stops its pump: the pump's own cancellation ends there, the
+    reader's is raised (it was swallowed with the pump's, and the round went on)."""
+
+    async def reader() -> str:
+        async with Inbox(_SlowToStop()):  # type: ignore[arg-type]
+            await asyncio.sleep(0)  # the pump starts
+        return "left normally"
+
+    task = asyncio.create_task(reader())
+    await asyncio.sleep(0.01)  # the inbox is now waiting for its pump to stop
+    assert not task.done()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+
+
 @pytest.mark.asyncio
 async def test_inbox_loses_no_message_across_many_timeouts() -> None:
     """Messages published at irregular times while the reader polls with very short timeouts
