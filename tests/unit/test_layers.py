@@ -51,7 +51,7 @@ ALLOWED: dict[str, set[str]] = {
     },
 }
 #: The command line and the package root (the Python API) sit on top and may import anything.
-TOP = {"shuffledp", "shuffledp.cli", "shuffledp.__main__"}
+TOP = {"shuffledp", "shuffledp.cli", "shuffledp.__main__", "shuffledp.launcher"}
 BARE = set(FOLDERS) - {"shuffledp"}
 
 
