@@ -184,7 +184,8 @@ def law_of_sum(tl: Tilted, n: int, points: int) -> np.ndarray:
             phi += math.exp(lr) * np.exp(1j * phase)
     with np.errstate(divide="ignore"):
         spectrum = np.exp(n * np.log(phi))
-    return scipy.fft.irfft(spectrum, points)
+    pmf: np.ndarray = scipy.fft.irfft(spectrum, points)
+    return pmf
 
 
 class GridTooLargeError(Exception):
@@ -234,7 +235,7 @@ def first_step(law: Law, n: int, eta: float) -> float:
     tl = tilted(law, lattice(law, fine, True), n)
     theta = tl.t / fine
     m = n * (1.0 - math.exp(tl.log_r[-1]))
-    return min(0.8 * eta / (theta * m), law.values[0] / 8.0)
+    return float(min(0.8 * eta / (theta * m), float(law.values[0]) / 8.0))
 
 
 def blanket_fft(n: int, k: int, eps0: float, eps: float, eta: float = DEFAULT_ETA) -> TLResult:
