@@ -19,6 +19,8 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
+from dataclasses import dataclass
 
 from shuffledp.accountant.bounds.base import (
     UPPER_BOUNDS,
@@ -26,6 +28,7 @@ from shuffledp.accountant.bounds.base import (
     BoundKind,
     DeltaResult,
     EpsResult,
+    ExactCase,
     OutsideConditionsError,
     SingleBin,
     WangKRR,
@@ -41,7 +44,6 @@ from shuffledp.accountant.worst_case.family import (
     ExactK2,
     FamilyMember,
     candidates,
-    k2_worst_case,
     negligible,
 )
 from shuffledp.accountant.worst_case.k3_exhaustive import (
@@ -50,7 +52,6 @@ from shuffledp.accountant.worst_case.k3_exhaustive import (
     CountsMember,
     ExactK3,
     k3_calibrate_eps0,
-    k3_worst_case,
 )
 
 #: Up to this n the single-bin lower bound is maximised over every nx0.
@@ -61,7 +62,7 @@ NX0_SAMPLES = 5
 #: cost seconds at n = 1e8 (0.07 s at 1e6) and there are far below F(0) (1e-22 against 1e-110 at
 #: n = 1e8, k = 15, eps0 = 4, eps = 0.02; their lower ends underflow to 0 already at n = 1e6). A
 #: subset of nx0 values still gives a valid lower bound.
-#: See :func:`with_largest_group`.
+#: largest-group is a member of tight up to this n (its place in UPPER_MEMBERS).
 LARGEST_GROUP_IN_TIGHT = 200
 #: See :func:`dominated`: the clone-form members are skipped once optimal-blanket's bracket is
 #: at most this wide (upper / lower - 1), so skipping them can cost at most this relative width.
@@ -78,6 +79,86 @@ def single_bin_candidates(n: int) -> list[int]:
     return sorted({round(i * step) for i in range(NX0_SAMPLES)})
 
 
+@dataclass(frozen=True, slots=True)
+class Member:
+    """One member of ``tight`` and its place there, as data: ``tight`` uses it iff
+    :meth:`refusal` is None (the bound's own ``Bound.refusal``, then the conditions of its place,
+    each in the user's words). ``copies`` spreads one declared member over its parameters
+    (single-bin over nx0); by default the bound alone."""
+
+    bound: Bound
+    #: Why it is a member, one line (what it adds, what dominates it).
+    place: str
+    #: Used from this --k on (the members below it at smaller k say why in ``place``).
+    k_from: int = 2
+    #: Used up to this --n (None: every n the bound accepts).
+    n_up_to: int | None = None
+    #: Not used where one of these applies: they are the exact worst case there.
+    yields_to: tuple[Bound, ...] = ()
+    copies: Callable[[ShuffledKRR], list[Bound]] | None = None
+
+    def refusal(self, mech: ShuffledKRR) -> str | None:
+        """None where ``tight`` uses this member for ``mech``; otherwise why not."""
+        name = self.bound.name
+        own = self.bound.refusal(mech)
+        if own is not None:
+            return own
+        if mech.k < self.k_from:
+            return f"{name} is a member of tight only from --k {self.k_from}, got {mech.k}"
+        if self.n_up_to is not None and mech.n > self.n_up_to:
+            return f"{name} is a member of tight only up to --n {self.n_up_to}, got {mech.n}"
+        for exact in self.yields_to:
+            if exact.refusal(mech) is None:
+                return f"{name} is not needed where {exact.name} applies (the exact worst case)"
+        return None
+
+    def bounds(self, mech: ShuffledKRR) -> list[Bound]:
+        return [self.bound] if self.copies is None else self.copies(mech)
+
+
+_EXACT: tuple[Bound, ...] = (ExactK2(), ExactK3())
+
+#: The upper members, the usual winner first; a member that refuses is left out (one that
+#: cannot be evaluated at some eps raises OutsideConditionsError there and is named in
+#: ``upper_skipped``).
+UPPER_MEMBERS: tuple[Member, ...] = (
+    Member(ExactK2(), "k = 2: the exact worst case max_a F(a), certified"),
+    Member(ExactK3(), "k = 3, small n: the exact worst case, every dataset enumerated"),
+    Member(OptimalBlanket(), "every k and n: the optimal decomposition bound, the usual winner"),
+    Member(
+        LargestGroup(),
+        "never above optimal-blanket; O(n^3), so up to --n LARGEST_GROUP_IN_TIGHT (0.03 s at "
+        "n = 100, 0.08-0.16 s at 200 per eps, and an eps(delta) search asks a few dozen times)",
+        n_up_to=LARGEST_GROUP_IN_TIGHT,
+        yields_to=_EXACT,
+    ),
+    *(
+        Member(cls(), "clone-form pair; dominated by optimal-blanket (tight.dominated)")
+        for cls in UPPER_BOUNDS
+    ),
+)
+
+#: The lower members after F(a) (and an exact member's witness, which come first: they depend
+#: on eps): post-processings of some F(a)'s histogram, so never above it, kept where F(a)
+#: cannot be evaluated.
+LOWER_MEMBERS: tuple[Member, ...] = (
+    Member(
+        WangKRR(),
+        "the counts (N_x0, N_x1) of F(0), O(sqrt(n)): the lower end left where F(0) is too "
+        "large to evaluate; at --k 3 it is F(0) itself, at --k 2 an upper bound",
+        k_from=4,
+    ),
+    Member(
+        SingleBin(0, quick_lower=True),
+        "the count of x0 of F(nx0), over single_bin_candidates; at --k 2 F(a) is this model",
+        k_from=3,
+        copies=lambda mech: [
+            SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)
+        ],
+    ),
+)
+
+
 class Tight(Bound):
     """[best lower bound, best valid upper bound] on the worst-case delta of the histogram."""
 
@@ -85,19 +166,16 @@ class Tight(Bound):
     kind = BoundKind.BRACKET
     guarantee = "delta_upper is the valid guarantee; delta_lower <= true worst case <= delta_upper"
 
-    def upper_bounds(self, mech: ShuffledKRR | None = None) -> list[Bound]:
-        """The valid upper bounds, the usual winner first: for k = 2 the certified exact worst
-        case (family.ExactK2), for k = 3 and n <= K3_MAX_N the enumeration of every dataset
-        (k3_exhaustive.ExactK3), otherwise optimal-blanket."""
-        exact: list[Bound] = []
-        if mech is not None and mech.k == 2:
-            exact = [ExactK2()]
-        elif mech is not None and exhaustive_k3(mech):
-            exact = [ExactK3()]
-        refine: list[Bound] = (
-            [LargestGroup()] if mech is not None and with_largest_group(mech) else []
-        )
-        return [*exact, OptimalBlanket(), *refine, *(cls() for cls in UPPER_BOUNDS)]
+    def upper_bounds(self, mech: ShuffledKRR) -> list[Bound]:
+        """The valid upper bounds that apply to ``mech`` (UPPER_MEMBERS in their order): for
+        k = 2 the certified exact worst case first, for k = 3 and n <= K3_MAX_N the enumeration
+        of every dataset, otherwise optimal-blanket."""
+        return [b for m in UPPER_MEMBERS if m.refusal(mech) is None for b in m.bounds(mech)]
+
+    def exact_cases(self, mech: ShuffledKRR, eps: float) -> list[ExactCase]:
+        """What the exact upper members that apply found at eps (cached: the upper end asked)."""
+        found = (bound.exact_case(mech, eps) for bound in self.upper_bounds(mech))
+        return [case for case in found if case is not None]
 
     def lower_bounds(
         self, mech: ShuffledKRR, k2_a: int | None = None, k3_counts: Counts | None = None
@@ -105,7 +183,8 @@ class Tight(Bound):
         """The lower members. k = 2: F(k2_a) first, the a that gave the certificate's lower end
         (delta(eps)) or the candidate of an eps(delta) search (family.k2_eps_for_delta); it is
         passed in, never remembered, so the answer does not depend on earlier calls. k = 3:
-        the dataset k3_counts first (the enumeration's witness, or the eps(delta) candidate)."""
+        the dataset k3_counts first (the enumeration's witness, or the eps(delta) candidate).
+        Then every F(a) of :func:`family.candidates`, then LOWER_MEMBERS that apply."""
         # Ordered by how often each is the largest (so searches that skip members that cannot
         # improve the current best do little work); the result does not depend on the order.
         first = [] if k2_a is None else [k2_a]
@@ -113,13 +192,7 @@ class Tight(Bound):
         members += [
             FamilyMember(a) for a in [*first, *(a for a in candidates(mech) if a not in first)]
         ]
-        if mech.k >= 4:
-            # wang-krr: the counts (N_x0, N_x1) of F(0), so at most F(0), but O(sqrt(n)): the
-            # lower end left where F(0) is too large to evaluate. (At k = 3 it is F(0) itself,
-            # which family_delta computes by the same pair.)
-            members.append(WangKRR())
-        if mech.k >= 3:  # for k = 2, F(a) is the single-bin model itself
-            members += [SingleBin(nx0, quick_lower=True) for nx0 in single_bin_candidates(mech.n)]
+        members += [b for m in LOWER_MEMBERS if m.refusal(mech) is None for b in m.bounds(mech)]
         return members
 
     def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
@@ -151,20 +224,22 @@ class Tight(Bound):
     def _evaluate(self, mech: ShuffledKRR, eps: float) -> tuple[Bracket, str, str, list[str]]:
         best_upper, upper_name, skipped = self._upper(mech, eps)
         best_lower, lower_name = 0.0, "none"
-        # k = 2: the certificate behind the upper end (cached) names its best a.
-        k2 = k2_worst_case(mech, eps) if mech.k == 2 and eps < mech.eps0 else None
-        # k = 3, n <= K3_MAX_N: the enumeration behind the upper end (cached) names its witness.
-        k3 = k3_worst_case(mech, eps)[1] if exhaustive_k3(mech) and eps < mech.eps0 else None
+        # An exact member behind the upper end (cached) names its worst dataset: the k = 2
+        # certificate its best a, the k = 3 enumeration its witness.
+        cases = self.exact_cases(mech, eps)
+        k2 = next((case for case in cases if case.k2_a is not None), None)
+        k2_a = None if k2 is None else k2.k2_a
+        k3_counts = next((case.k3_counts for case in cases if case.k3_counts is not None), None)
         members: list[Bound]
         if negligible(mech, best_upper):
             members = []
-        elif k2 is not None and narrow(k2[0]):
+        elif k2 is not None and k2_a is not None and narrow(k2.bracket):
             # Every F(a) is at most the certificate's upper end, so no other member can raise the
             # lower end by more than its width (at most DOMINATED_WIDTH; about 1e-14 where it
             # finishes): F(k2_a) alone (at n = 1e5, eps0 = 4, eps = 1 the spread a cost 19 s).
-            members = [FamilyMember(k2[1])]
+            members = [FamilyMember(k2_a)]
         else:
-            members = self.lower_bounds(mech, None if k2 is None else k2[1], k3)
+            members = self.lower_bounds(mech, k2_a, k3_counts)
         family: dict[int, Bracket] = {}
         for member in members:
             if covered(member, family) or settled(member, mech, Bracket(best_lower, best_upper)):
@@ -214,15 +289,9 @@ class Tight(Bound):
 
 
 def with_largest_group(mech: ShuffledKRR) -> bool:
-    """Whether ``tight`` evaluates largest-group: k >= 3 without the k = 3 enumeration (exact
-    there), n <= LARGEST_GROUP_IN_TIGHT (its O(n^3) evaluation takes 0.03 s at n = 100 and
-    0.08-0.16 s at 200 per eps, and an eps(delta) search evaluates it a few dozen times)."""
-    return mech.k >= 3 and not exhaustive_k3(mech) and mech.n <= LARGEST_GROUP_IN_TIGHT
-
-
-def exhaustive_k3(mech: ShuffledKRR) -> bool:
-    """Whether ``tight`` enumerates every dataset (k = 3, n <= K3_MAX_N)."""
-    return mech.k == 3 and mech.n <= K3_MAX_N
+    """Whether ``tight`` evaluates largest-group (its member's refusal is None: k >= 3 without
+    the k = 3 enumeration, n <= LARGEST_GROUP_IN_TIGHT)."""
+    return any(m.bound.name == "largest-group" and m.refusal(mech) is None for m in UPPER_MEMBERS)
 
 
 def dominated(bound: Bound, proven: list[tuple[Bound, Bracket]]) -> bool:

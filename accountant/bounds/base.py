@@ -87,6 +87,17 @@ class Crossing:
     k3_counts: tuple[int, int, int] | None = None
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExactCase:
+    """What an exact upper member (k = 2, k = 3) finds at one eps: its bracket on the true worst
+    case, and the dataset behind its lower end, which ``tight`` puts first among its lower
+    members (``k2_a``: F(a); ``k3_counts``: (x0, x1, x2))."""
+
+    bracket: Bracket
+    k2_a: int | None = None
+    k3_counts: tuple[int, int, int] | None = None
+
+
 class Bound(ABC):
     """A delta(eps) bound for a :class:`ShuffledKRR` mechanism: everything a user or ``tight``
     asks of a bound is a method or attribute here, so no caller needs to know its class.
@@ -103,7 +114,7 @@ class Bound(ABC):
       value is never below this one's), ``family_a`` (F(a) members), ``post_processing_of``
       (the F(a) whose histogram this member's output post-processes), ``witness()`` (the
       dataset's name when it gives the lower end), ``upper_crossing`` (its eps(delta) inside
-      ``tight``).
+      ``tight``), ``exact_case`` (an exact member's worst dataset at eps).
     """
 
     name: str
@@ -219,6 +230,11 @@ class Bound(ABC):
             return self.bracket(mech, e).upper
 
         return Crossing(upper=smallest_eps_at_most(up, delta, start, upper_side=True))
+
+    def exact_case(self, mech: ShuffledKRR, eps: float) -> ExactCase | None:
+        """For a member that is the exact worst case (k = 2, k = 3): its bracket at eps and the
+        dataset behind its lower end; None for every other bound, and where the bound is 0."""
+        return None
 
     def post_processing_of(self) -> int | None:
         """The a of the F(a) whose histogram this member's output is a post-processing of (so

@@ -272,12 +272,18 @@ class LargestGroup(Bound):
     kind = BoundKind.UPPER
     guarantee = "valid upper bound on delta for the released histogram (every dataset)"
 
-    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+    def refusal(self, mech: ShuffledKRR) -> str | None:
         if mech.n > MAX_N:
-            raise OutsideConditionsError(
+            return (
                 f"largest-group needs n <= {MAX_N} (its exact evaluation takes O(n^3) time), "
                 f"got n = {mech.n}"
             )
+        return None
+
+    def bracket(self, mech: ShuffledKRR, eps: float) -> Bracket:
+        refusal = self.refusal(mech)
+        if refusal is not None:
+            raise OutsideConditionsError(refusal)
         require_eps0_in_range(mech)
         m = minimum_group_size(mech.n, mech.k)
         holders = HOLDERS if mech.k >= 3 else HOLDERS[:1]

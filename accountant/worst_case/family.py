@@ -35,6 +35,7 @@ from shuffledp.accountant.bounds.base import (
     BoundKind,
     Crossing,
     DeltaResult,
+    ExactCase,
     OutsideConditionsError,
     SingleBin,
     WangKRR,
@@ -646,7 +647,14 @@ class ExactK2(Bound):
         return k2_worst_case(mech, eps)[0]
 
     def refusal(self, mech: ShuffledKRR) -> str | None:
-        return None if mech.k == 2 else f"the k = 2 worst case needs --k 2, got {mech.k}"
+        return None if mech.k == 2 else f"{self.name} applies only at --k 2, got {mech.k}"
+
+    def exact_case(self, mech: ShuffledKRR, eps: float) -> ExactCase | None:
+        """The certificate at eps (cached: the upper end asked for it) and its best a."""
+        if eps >= mech.eps0:
+            return None
+        bracket, a = k2_worst_case(mech, eps)
+        return ExactCase(bracket=bracket, k2_a=a)
 
     def upper_crossing(self, mech: ShuffledKRR, delta: float, start: float) -> Crossing:
         """The certified crossing of max_a F(a) (k2_eps_for_delta), with F(a*)'s lower

@@ -49,7 +49,13 @@ from collections.abc import Iterator
 
 import numpy as np
 
-from shuffledp.accountant.bounds.base import Bound, BoundKind, Crossing, OutsideConditionsError
+from shuffledp.accountant.bounds.base import (
+    Bound,
+    BoundKind,
+    Crossing,
+    ExactCase,
+    OutsideConditionsError,
+)
 from shuffledp.accountant.engines.crossing import lower_near, smallest_eps_at_most
 from shuffledp.accountant.engines.numerics import FloatArray, largest_where
 from shuffledp.accountant.engines.pairs import COEF_RELERR, PARAM_RELERR, Bracket
@@ -311,11 +317,21 @@ class ExactK3(Bound):
         return k3_worst_case(mech, eps)[0]
 
     def refusal(self, mech: ShuffledKRR) -> str | None:
-        try:
-            _require_k3(mech)
-        except OutsideConditionsError as exc:
-            return str(exc)
+        if mech.k != 3:
+            return f"{self.name} applies only at --k 3, got {mech.k}"
+        if mech.n > K3_MAX_N:
+            return (
+                f"{self.name} enumerates every dataset only up to --n {K3_MAX_N} (its work "
+                f"grows like n^5), got {mech.n}"
+            )
         return None
+
+    def exact_case(self, mech: ShuffledKRR, eps: float) -> ExactCase | None:
+        """The enumeration at eps (cached: the upper end asked for it) and its witness."""
+        if eps >= mech.eps0:
+            return None
+        bracket, counts = k3_worst_case(mech, eps)
+        return ExactCase(bracket=bracket, k3_counts=counts)
 
     def upper_crossing(self, mech: ShuffledKRR, delta: float, start: float) -> Crossing:
         """Never a search over enumerations: the candidate's crossing, confirmed once
