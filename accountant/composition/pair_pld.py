@@ -20,7 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -45,11 +45,57 @@ class ListedPair(Protocol):
 
 
 class PairSource(Protocol):
-    """A bound whose value is the divergence of a dominating pair (for every eps at once)."""
+    """A bound whose value is the divergence of a dominating pair (for every eps at once): every
+    :class:`~shuffledp.accountant.bounds.base.Bound` is one (``dominating_pair`` is None where it
+    has no pair to list)."""
 
     name: str
 
-    def pair(self, mech: ShuffledKRR) -> ListedPair: ...
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair | None: ...
+
+
+@runtime_checkable
+class PairFamily(Protocol):
+    """What composition asks of a family of dominating pairs, round by round (callers ask this,
+    never a concrete class; :func:`family_of` makes one of any :class:`PairSource`).
+
+    * ``dominating_pair(mech)``: the family's pair for a round of ``mech``: its own pair, or a
+      looser valid one where its own cannot be listed (counted in ``fallback_rounds``);
+    * ``own_pair(mech)``: its own pair only (OutsideConditionsError where it cannot be listed):
+      for one round size, where the looser pair is another member of the families anyway;
+    * ``fallback_note()``: what the output must say about the looser pairs used (None if none).
+    """
+
+    name: str
+    fallback_rounds: int
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair: ...
+
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair: ...
+
+    def fallback_note(self) -> str | None: ...
+
+
+class BoundFamily:
+    """A bound's own dominating pair in every round (no fallback)."""
+
+    fallback_rounds = 0
+
+    def __init__(self, bound: PairSource) -> None:
+        self.bound = bound
+        self.name = bound.name
+
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair:
+        pair = self.bound.dominating_pair(mech)
+        if pair is None:
+            raise OutsideConditionsError(f"{self.name} has no dominating pair to compose")
+        return pair
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair:
+        return self.own_pair(mech)
+
+    def fallback_note(self) -> str | None:
+        return None
 
 
 class BlanketFamily:
@@ -62,18 +108,39 @@ class BlanketFamily:
     def __init__(self) -> None:
         self.fallback_rounds = 0
 
-    def pair(self, mech: ShuffledKRR) -> ListedPair:
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair:
+        return OptimalBlanket().dominating_pair(mech)
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair:
         try:
-            return OptimalBlanket().pair(mech)
+            return self.own_pair(mech)
         except OutsideConditionsError:
             self.fallback_rounds += 1
-            return KRRClones().pair(mech)
+            return KRRClones().dominating_pair(mech)
+
+    def fallback_note(self) -> str | None:
+        """Says in how many round sizes the krr-clones pair (up to about 3x looser) stood in for
+        optimal-blanket's, over its outcome cap (blanket.MAX_PAIR_OUTCOMES)."""
+        if not self.fallback_rounds:
+            return None
+        return f"krr-clones pair in {self.fallback_rounds} round sizes too large to list"
 
 
-def default_families() -> list[PairSource]:
+def family_of(source: PairSource | PairFamily) -> PairFamily:
+    """``source`` itself if it is a family, else its own pair every round (:class:`BoundFamily`)."""
+    return source if isinstance(source, PairFamily) else BoundFamily(source)
+
+
+def family_label(family: PairFamily) -> str:
+    """The family's name, with what it must say about the looser pairs it used."""
+    note = family.fallback_note()
+    return family.name if note is None else f"{family.name} ({note})"
+
+
+def default_families() -> list[PairFamily]:
     """The dominating pairs composed by default: optimal-blanket's (krr-clones' where it is too
     large to list) and those of strong-adversary, clones and krr-clones."""
-    return [BlanketFamily(), *(cls() for cls in UPPER_BOUNDS)]
+    return [BlanketFamily(), *(BoundFamily(cls()) for cls in UPPER_BOUNDS)]
 
 
 #: Default width of the privacy-loss grid (dp-accounting's default too).
@@ -160,14 +227,15 @@ def _rounded_loss_pmf(
 
 
 def pair_pld(
-    bound: PairSource,
+    bound: PairSource | PairFamily,
     mech: ShuffledKRR,
     discretization: float = DISCRETIZATION,
     *,
     dense: bool = False,
 ) -> pld_lib.PrivacyLossDistribution:
-    """The pessimistic PLD of one bound's dominating pair (``dense``: see pld_from_log_pmfs)."""
-    log_p, log_q, dropped = bound.pair(mech).outcome_log_pmfs()
+    """The pessimistic PLD of one bound's (or family's) dominating pair for a round of ``mech``
+    (``dense``: see pld_from_log_pmfs)."""
+    log_p, log_q, dropped = family_of(bound).dominating_pair(mech).outcome_log_pmfs()
     return pld_from_log_pmfs(log_p, log_q, dropped, discretization, dense=dense)
 
 
@@ -263,7 +331,7 @@ def compose(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: list[PairSource] | None = None,
+    bounds: Sequence[PairSource | PairFamily] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee after ``rounds`` rounds: delta at ``eps`` or eps at ``delta`` (one of them).
@@ -281,15 +349,16 @@ def compose(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = bounds if bounds is not None else default_families()
+    members = [family_of(m) for m in bounds] if bounds is not None else default_families()
     best: ComposedResult | None = None
     for member in members:
-        if isinstance(member, BlanketFamily):  # one round size: its fallback is krr-clones itself
-            member = OptimalBlanket()
+        # One round size: each family's own pair only (optimal-blanket's fallback, krr-clones,
+        # is a member of the default families itself).
         try:
-            pld = pair_pld(member, mech, discretization)
+            log_p, log_q, dropped = member.own_pair(mech).outcome_log_pmfs()
         except OutsideConditionsError:
             continue  # optimal-blanket's pair too large to list: the others remain valid
+        pld = pld_from_log_pmfs(log_p, log_q, dropped, discretization)
         composed = pld.self_compose(rounds) if rounds > 1 else pld
         err = fft_error(rounds, pld)
         result = _composed_result(composed, member.name, rounds, eps_v, delta_v, err)
@@ -494,10 +563,10 @@ def compose_family(a: FamilyPLD, b: FamilyPLD) -> FamilyPLD:
 
 
 def pair_fast_pld(
-    bound: PairSource, mech: ShuffledKRR, discretization: float = DISCRETIZATION
+    bound: PairSource | PairFamily, mech: ShuffledKRR, discretization: float = DISCRETIZATION
 ) -> FastPLD:
     """:func:`pair_pld` as a :class:`FastPLD` (same values)."""
-    log_p, log_q, dropped = bound.pair(mech).outcome_log_pmfs()
+    log_p, log_q, dropped = family_of(bound).dominating_pair(mech).outcome_log_pmfs()
     return FastPLD.from_log_pmfs(log_p, log_q, dropped, discretization)
 
 
@@ -521,7 +590,7 @@ def compose_rounds(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: Sequence[PairSource] | None = None,
+    bounds: Sequence[PairSource | PairFamily] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee of a sequence of rounds with different n (a user's history in a stream):
@@ -550,14 +619,14 @@ def compose_rounds(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = list(bounds) if bounds is not None else default_families()
+    members = [family_of(m) for m in bounds] if bounds is not None else default_families()
     if not members:
         raise InvalidParameterError("bounds must hold at least one bound")
     best: ComposedResult | None = None
     for member in members:
         composed, err = _compose_family_rounds(member, mechs, discretization)
-        # The label after composing: BlanketFamily counts its fallback rounds while listing.
-        label = _family_label(member)
+        # The label after composing: a family counts its fallback rounds while listing.
+        label = family_label(member)
         result = _composed_result(composed, label, len(mechs), eps_v, delta_v, err)
         if eps_v is not None:
             better = best is None or result.delta < best.delta
@@ -587,7 +656,7 @@ def _require_rounds(mechs: Sequence[ShuffledKRR]) -> None:
 
 
 def _compose_family_rounds(
-    member: PairSource, mechs: Sequence[ShuffledKRR], discretization: float
+    member: PairFamily, mechs: Sequence[ShuffledKRR], discretization: float
 ) -> tuple[pld_lib.PrivacyLossDistribution | None, float]:
     """One family's PLDs of the rounds composed in the order given (one PLD per distinct
     mechanism), or None once the composition saturates (delta = 1 whatever follows), and the
@@ -608,14 +677,6 @@ def _compose_family_rounds(
             err += pld_convolution_error(composed, cache[mech])
             composed = step
     return composed, err
-
-
-def _family_label(member: PairSource) -> str:
-    """The family's name, saying in how many round sizes optimal-blanket fell back."""
-    name = member.name
-    if isinstance(member, BlanketFamily) and member.fallback_rounds:
-        name += f" (krr-clones pair in {member.fallback_rounds} round sizes too large to list)"
-    return name
 
 
 def _composed_result(
