@@ -132,8 +132,16 @@ def spread_order(size: int) -> list[int]:
     return [*order[1:], 0]
 
 
+#: ``progress(done, total)``: called as the upper profile's points are evaluated (the CLI's bar).
+Progress = Callable[[int, int], None]
+
+
 def profile_values(
-    profile: _Profile, fallback: Callable[[float], float], eps: FloatArray, budget: float
+    profile: _Profile,
+    fallback: Callable[[float], float],
+    eps: FloatArray,
+    budget: float,
+    progress: Progress | None = None,
 ) -> tuple[FloatArray, int]:
     """min(profile, fallback) at each eps, the profile evaluated coarse points first until
     ``budget`` seconds are spent (the pointwise minimum of two valid upper profiles is one);
@@ -146,6 +154,8 @@ def profile_values(
             break
         value = profile(float(eps[i]))
         reached += 1
+        if progress is not None:
+            progress(reached, eps.size)
         if not math.isnan(value):
             values[i] = min(values[i], value) if not math.isnan(values[i]) else value
     return values, reached
@@ -180,8 +190,10 @@ def compose_bracket(
     eps: float | None = None,
     delta: float | None = None,
     bound: Bound | None = None,
+    progress: Progress | None = None,
 ) -> ComposedBracket:
-    """The bracket after ``rounds`` rounds: on delta at ``eps`` or on eps at ``delta``."""
+    """The bracket after ``rounds`` rounds: on delta at ``eps`` or on eps at ``delta``
+    (``progress``: see :data:`Progress`)."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
         raise InvalidParameterError(
             f"--rounds must be an integer in [1, {MAX_ROUNDS}], got {rounds!r}"
@@ -196,7 +208,7 @@ def compose_bracket(
     profile = _Profile(fn)
     # optimal-blanket fills in where tight's profile is not reached (tight is never above it).
     fallback = _blanket(mech, math.nan) if bound is None else (lambda eps: math.nan)
-    values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET)
+    values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET, progress)
     if np.all(np.isnan(values)):
         raise OutsideConditionsError(
             f"--rounds: {upper_name} refused at every eps of the grid: {profile.last_refusal}"

@@ -18,7 +18,7 @@ composition with dp-accounting's tail search vectorised, for the stream's many h
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -42,6 +42,19 @@ class ListedPair(Protocol):
     """A dominating pair given as outcomes: (log P, log Q, mass left out)."""
 
     def outcome_log_pmfs(self) -> tuple[FloatArray, FloatArray, float]: ...
+
+
+@runtime_checkable
+class CoarseListedPair(Protocol):
+    """A listed pair whose outcome list grows with n and that can list, instead, a pair that
+    dominates it in about ``max_outcomes`` outcomes whatever n (the clone-form pairs:
+    engines.pairs.CloneFormPair.coarse_outcome_chunks states why it dominates)."""
+
+    def outcome_count(self) -> int: ...
+
+    def coarse_outcome_chunks(
+        self, max_outcomes: int
+    ) -> Iterator[tuple[FloatArray, FloatArray]]: ...
 
 
 class PairSource(Protocol):
@@ -146,6 +159,18 @@ def default_families() -> list[PairFamily]:
 #: Default width of the privacy-loss grid (dp-accounting's default too).
 DISCRETIZATION = 1e-4
 
+#: Most outcomes listed for one round's pair: above it a coarse pair that dominates it is
+#: listed instead (:class:`CoarseListedPair`), so memory and time do not grow with n (the
+#: clone-form pairs list about 180 E[C] outcomes: 1.8e11 at n = 1e9).
+MAX_LISTED_OUTCOMES = 4_000_000
+#: Largest n whose round composes through a listed pair (compose, compose_rounds, the stream):
+#: beyond it the outcomes' log-pmfs (differences of log-gamma values of size n log n) lose more
+#: than about 1e-8 to rounding; ``shuffledp account --rounds`` (composition_bracket) composes
+#: at any n.
+MAX_LISTED_N = 10_000_000
+#: Covers the rounding of the listed mass summed in chunks (a few ulp per term, 4e6 terms).
+CHUNKED_MASS_SLACK = 1e-12
+
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ComposedResult:
@@ -175,20 +200,83 @@ def pld_from_log_pmfs(
     """
     remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
     add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+    return _pld_from_pmfs(
+        (remove, inf_remove + dropped), (add, inf_add + dropped), discretization, dense
+    )
+
+
+#: One direction's rounded loss pmf {loss index: mass} and its infinite-loss mass (the mass left
+#: out of the listing included).
+_Rounded = tuple[dict[int, float], float]
+
+
+def _pld_from_pmfs(
+    remove_side: _Rounded, add_side: _Rounded, discretization: float, dense: bool
+) -> pld_lib.PrivacyLossDistribution:
+    """dp-accounting's pessimistic PLD of two rounded directions (infinite masses capped at 1)."""
+    remove, inf_remove = remove_side[0], min(1.0, remove_side[1])
+    add, inf_add = add_side[0], min(1.0, add_side[1])
     if dense:
         return pld_lib.PrivacyLossDistribution(
-            _dense_pmf(remove, min(1.0, inf_remove + dropped), discretization),
-            _dense_pmf(add, min(1.0, inf_add + dropped), discretization),
+            _dense_pmf(remove, inf_remove, discretization),
+            _dense_pmf(add, inf_add, discretization),
         )
     return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         remove,
-        min(1.0, inf_remove + dropped),
+        inf_remove,
         discretization,
         pessimistic_estimate=True,
         rounded_probability_mass_function_add=add,
-        infinity_mass_add=min(1.0, inf_add + dropped),
+        infinity_mass_add=inf_add,
         symmetric=False,
     )
+
+
+def require_listable(mech: ShuffledKRR) -> None:
+    """OutsideConditionsError, in one line naming the limit, for a round over MAX_LISTED_N."""
+    if mech.n > MAX_LISTED_N:
+        raise OutsideConditionsError(
+            f"a round of n = {mech.n:,}: the composition of listed dominating pairs (stream, "
+            f"compose, compose_rounds) takes n <= {MAX_LISTED_N:,} (beyond, the outcomes' "
+            "log-pmfs lose precision); shuffledp account --rounds composes at any n"
+        )
+
+
+def rounded_pair(pair: ListedPair, discretization: float) -> tuple[_Rounded, _Rounded]:
+    """Both directions of a listed pair rounded up to the grid, the mass left out of the list
+    counted as infinite loss in each. A pair over :data:`MAX_LISTED_OUTCOMES` outcomes that can
+    list a coarse pair dominating it (:class:`CoarseListedPair`) lists that one, in chunks: the
+    memory is one chunk and the loss grid, whatever n."""
+    if isinstance(pair, CoarseListedPair) and pair.outcome_count() > MAX_LISTED_OUTCOMES:
+        return _rounded_chunks(pair.coarse_outcome_chunks(MAX_LISTED_OUTCOMES), discretization)
+    log_p, log_q, dropped = pair.outcome_log_pmfs()
+    remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
+    add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+    return (remove, inf_remove + dropped), (add, inf_add + dropped)
+
+
+def _rounded_chunks(
+    chunks: Iterator[tuple[FloatArray, FloatArray]], discretization: float
+) -> tuple[_Rounded, _Rounded]:
+    """:func:`rounded_pair` over outcomes given in chunks. Safe side: each direction's listed
+    mass is summed (math.fsum of the chunks' sums), and whatever the list leaves out, 1 minus
+    the smaller of the two listed masses plus CHUNKED_MASS_SLACK for the rounding of those sums,
+    is counted as infinite loss in both directions (a pessimistic PLD may move any mass to
+    +inf loss: its delta at every eps can only rise)."""
+    sides: list[tuple[dict[int, float], list[float], list[float]]] = [({}, [], []), ({}, [], [])]
+    for log_p, log_q in chunks:
+        for (pmf, infinite, listed), (upper, lower) in zip(
+            sides, ((log_p, log_q), (log_q, log_p)), strict=True
+        ):
+            part, inf_part = _rounded_loss_pmf(upper, lower, discretization)
+            for index, mass in part.items():
+                pmf[index] = pmf.get(index, 0.0) + mass
+            infinite.append(inf_part)
+            listed.append(float(np.sum(np.exp(upper))))
+    kept = min(math.fsum(side[2]) for side in sides)
+    dropped = max(1.0 - kept, 0.0) + CHUNKED_MASS_SLACK
+    remove, add = ((pmf, math.fsum(infinite) + dropped) for pmf, infinite, _ in sides)
+    return remove, add
 
 
 def _dense_arrays(pmf: dict[int, float]) -> tuple[int, FloatArray]:
@@ -235,8 +323,9 @@ def pair_pld(
 ) -> pld_lib.PrivacyLossDistribution:
     """The pessimistic PLD of one bound's (or family's) dominating pair for a round of ``mech``
     (``dense``: see pld_from_log_pmfs)."""
-    log_p, log_q, dropped = family_of(bound).dominating_pair(mech).outcome_log_pmfs()
-    return pld_from_log_pmfs(log_p, log_q, dropped, discretization, dense=dense)
+    require_listable(mech)
+    pair = family_of(bound).dominating_pair(mech)
+    return _pld_from_pmfs(*rounded_pair(pair, discretization), discretization, dense)
 
 
 def fft_error(rounds: int, pld: pld_lib.PrivacyLossDistribution) -> float:
@@ -349,16 +438,17 @@ def compose(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
+    require_listable(mech)
     members = [family_of(m) for m in bounds] if bounds is not None else default_families()
     best: ComposedResult | None = None
     for member in members:
         # One round size: each family's own pair only (optimal-blanket's fallback, krr-clones,
         # is a member of the default families itself).
         try:
-            log_p, log_q, dropped = member.own_pair(mech).outcome_log_pmfs()
+            pair = member.own_pair(mech)
         except OutsideConditionsError:
             continue  # optimal-blanket's pair too large to list: the others remain valid
-        pld = pld_from_log_pmfs(log_p, log_q, dropped, discretization)
+        pld = _pld_from_pmfs(*rounded_pair(pair, discretization), discretization, False)
         composed = pld.self_compose(rounds) if rounds > 1 else pld
         err = fft_error(rounds, pld)
         result = _composed_result(composed, member.name, rounds, eps_v, delta_v, err)
@@ -468,10 +558,19 @@ class FastPLD:
         """As :func:`pld_from_log_pmfs` (same rounding, same values)."""
         remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
         add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+        return cls.from_rounded(
+            (remove, inf_remove + dropped), (add, inf_add + dropped), discretization
+        )
+
+    @classmethod
+    def from_rounded(
+        cls, remove_side: _Rounded, add_side: _Rounded, discretization: float
+    ) -> FastPLD:
+        """From both directions rounded to the grid (:func:`rounded_pair`)."""
         directions = []
-        for pmf, infinity in ((remove, inf_remove), (add, inf_add)):
+        for pmf, infinity in (remove_side, add_side):
             lower, probs = _dense_arrays(pmf)
-            directions.append(_Direction(lower, probs, min(1.0, infinity + dropped)))
+            directions.append(_Direction(lower, probs, min(1.0, infinity)))
         return cls(discretization, directions[0], directions[1])
 
     def finite_mass(self) -> float:
@@ -566,8 +665,9 @@ def pair_fast_pld(
     bound: PairSource | PairFamily, mech: ShuffledKRR, discretization: float = DISCRETIZATION
 ) -> FastPLD:
     """:func:`pair_pld` as a :class:`FastPLD` (same values)."""
-    log_p, log_q, dropped = family_of(bound).dominating_pair(mech).outcome_log_pmfs()
-    return FastPLD.from_log_pmfs(log_p, log_q, dropped, discretization)
+    require_listable(mech)
+    pair = family_of(bound).dominating_pair(mech)
+    return FastPLD.from_rounded(*rounded_pair(pair, discretization), discretization)
 
 
 def local_krr_pld(k: int, eps0: float, discretization: float = DISCRETIZATION) -> FastPLD:
