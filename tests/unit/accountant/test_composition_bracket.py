@@ -91,3 +91,20 @@ def test_a_composed_delta_below_the_rounding_error_keeps_the_bracket_ordered() -
     # Lower 3.8e-17 > upper 2.8e-17 came out here before fft_error: both were rounding noise.
     result = cb.compose_bracket(ShuffledKRR(n=1000, k=10, eps0=2.0), 3, eps=1.0)
     assert 0.0 <= result.lower <= result.upper
+
+
+@pytest.mark.parametrize(("n", "k", "eps0"), [(100, 3, 1.0), (50, 4, 2.0)])
+def test_all_x0_listed_pair_has_the_exact_delta_of_f_n_minus_1(n: int, k: int, eps0: float) -> None:
+    """F(n - 1)'s listed pair (the k >= 3 lower end's other witness) has the exact delta of
+    that dataset (family_delta: the two-count pair's bracket) where its window holds it."""
+    from shuffledp.accountant.composition.composition_bracket import all_x0_log_pmfs
+    from shuffledp.accountant.engines.pairs import hockey_stick_both
+    from shuffledp.accountant.worst_case.family import family_delta
+
+    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+    listed = all_x0_log_pmfs(mech)
+    assert listed is not None
+    for eps in (0.1 * eps0, 0.5 * eps0):
+        exact = family_delta(mech, n - 1, eps)
+        value = hockey_stick_both(*listed, eps)
+        assert exact.lower * (1 - 1e-9) <= value <= exact.upper * (1 + 1e-9)
