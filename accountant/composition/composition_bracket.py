@@ -10,7 +10,9 @@
   the composed worst case: for k = 2 the dataset F(a) that ``tight`` finds worst at one round
   (its count of x0, listed, O(sqrt(n)) outcomes; :func:`profile_pld.lower_pld_from_pair`); for
   k >= 3 F(0) (a symmetric pair, from brackets of its exact curve:
-  :func:`profile_pld.lower_pld_from_profile`). Both rounded down.
+  :func:`profile_pld.lower_pld_from_profile`) and, where it is the worse of the two at the
+  middle of the grid and lists in MAX_WITNESS_OUTCOMES outcomes, F(n - 1) (listed:
+  :func:`all_x0_log_pmfs`). All rounded down.
 
 Memory does not grow with n: each profile value costs O(sqrt(n)) or less, and the grid step is
 tied to the loss scale (profile_pld.choose_grid), so the PLDs span a number of cells that
@@ -132,8 +134,16 @@ def spread_order(size: int) -> list[int]:
     return [*order[1:], 0]
 
 
+#: ``progress(done, total)``: called as the upper profile's points are evaluated (the CLI's bar).
+Progress = Callable[[int, int], None]
+
+
 def profile_values(
-    profile: _Profile, fallback: Callable[[float], float], eps: FloatArray, budget: float
+    profile: _Profile,
+    fallback: Callable[[float], float],
+    eps: FloatArray,
+    budget: float,
+    progress: Progress | None = None,
 ) -> tuple[FloatArray, int]:
     """min(profile, fallback) at each eps, the profile evaluated coarse points first until
     ``budget`` seconds are spent (the pointwise minimum of two valid upper profiles is one);
@@ -146,6 +156,8 @@ def profile_values(
             break
         value = profile(float(eps[i]))
         reached += 1
+        if progress is not None:
+            progress(reached, eps.size)
         if not math.isnan(value):
             values[i] = min(values[i], value) if not math.isnan(values[i]) else value
     return values, reached
@@ -180,8 +192,10 @@ def compose_bracket(
     eps: float | None = None,
     delta: float | None = None,
     bound: Bound | None = None,
+    progress: Progress | None = None,
 ) -> ComposedBracket:
-    """The bracket after ``rounds`` rounds: on delta at ``eps`` or on eps at ``delta``."""
+    """The bracket after ``rounds`` rounds: on delta at ``eps`` or on eps at ``delta``
+    (``progress``: see :data:`Progress`)."""
     if isinstance(rounds, bool) or not isinstance(rounds, int) or not 1 <= rounds <= MAX_ROUNDS:
         raise InvalidParameterError(
             f"--rounds must be an integer in [1, {MAX_ROUNDS}], got {rounds!r}"
@@ -196,7 +210,7 @@ def compose_bracket(
     profile = _Profile(fn)
     # optimal-blanket fills in where tight's profile is not reached (tight is never above it).
     fallback = _blanket(mech, math.nan) if bound is None else (lambda eps: math.nan)
-    values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET)
+    values, reached = profile_values(profile, fallback, grid.eps, PROFILE_BUDGET, progress)
     if np.all(np.isnan(values)):
         raise OutsideConditionsError(
             f"--rounds: {upper_name} refused at every eps of the grid: {profile.last_refusal}"
@@ -290,6 +304,11 @@ def witness_plds(
             (lower_pld_from_pair(*k2_pair_log_pmfs(mech, a), grid.step, cap), f"family-f(a={a})")
             for a in k2_witnesses(mech, grid)
         ]
+    return [_f0_pld(mech, grid), *_all_x0_witness(mech, grid)]
+
+
+def _f0_pld(mech: ShuffledKRR, grid: Grid) -> tuple[pld_lib.PrivacyLossDistribution, str]:
+    """k >= 3, F(0): a symmetric pair, from brackets of its exact curve at the grid points."""
     lower, upper = [], []
     for e in grid.eps.tolist():
         try:
@@ -301,7 +320,74 @@ def witness_plds(
         lower.append(bracket.lower)
         upper.append(bracket.upper)
     pld = lower_pld_from_profile(grid, np.array(lower), np.array(upper))
-    return [(pld, "family-f(a=0)")]
+    return pld, "family-f(a=0)"
+
+
+def _all_x0_witness(
+    mech: ShuffledKRR, grid: Grid
+) -> list[tuple[pld_lib.PrivacyLossDistribution, str]]:
+    """k >= 3, F(n - 1) (every other user holds x0), the other end of the family tight's lower
+    end searches, where its one-round delta beats F(0)'s at the middle of the grid's eps range
+    (tight reports it as the worst dataset there) and its pair lists in at most
+    MAX_WITNESS_OUTCOMES outcomes (O(n) of them; beyond, F(0) alone: still valid)."""
+    eps = float(grid.eps[grid.j.size // 2])
+    try:
+        if family_delta(mech, mech.n - 1, eps).lower <= family_delta(mech, 0, eps).upper:
+            return []
+    except OutsideConditionsError:
+        return []
+    listed = all_x0_log_pmfs(mech)
+    if listed is None:
+        return []
+    cap = float(grid.eps[-1])
+    pld = lower_pld_from_pair(*listed, grid.step, cap)
+    return [(pld, f"family-f(a={mech.n - 1})")]
+
+
+#: Most outcomes of F(n - 1)'s listed pair in the lower end (_all_x0_witness).
+MAX_WITNESS_OUTCOMES = 4_000_000
+
+
+def all_x0_log_pmfs(mech: ShuffledKRR) -> tuple[FloatArray, FloatArray] | None:
+    """F(n - 1)'s pair over the counts (N_x0, N_x1) (sufficient: bounds.base.AllOthersX0),
+    listed LIST_DEPTH nats deep: the others' N_x0 ~ Bin(n - 1, pt), N_x1 given it
+    ~ Bin(n - 1 - N_x0, pb / (1 - pt)); u adds x0 w.p. pt (P) or pb (Q), x1 w.p. pb (P) or pt
+    (Q), another value otherwise. Mass outside the window is left out (the low side: a lower
+    end). None when it has more than MAX_WITNESS_OUTCOMES outcomes."""
+    others = mech.n - 1
+    pt, pb = mech.pt_precise, mech.pb_precise
+    rest = max(0.0, 1.0 - pt - pb)
+    lo, hi, _ = binomial_window(others, pt, depth=LIST_DEPTH)
+    q1 = pb / (pb + rest) if pb + rest > 0.0 else 0.0
+    sd = math.sqrt(max(others * q1 * (1.0 - q1), 1.0))
+    width = 2.0 * (math.sqrt(2.0 * LIST_DEPTH) * sd + 3.0) + 2.0
+    if (hi - lo + 2) * width > MAX_WITNESS_OUTCOMES:
+        return None
+    log_p: list[FloatArray] = []
+    log_q: list[FloatArray] = []
+    for i in range(lo, hi + 2):  # i: N_x0 with u's report
+        m = others - np.arange(i - 1, i + 1, dtype=np.float64)  # others not on x0: i-1, i
+        centre = float(m[0]) * q1
+        half = math.sqrt(2.0 * LIST_DEPTH) * sd + 3.0
+        j = np.arange(max(0, math.floor(centre - half)), math.ceil(centre + half) + 2)
+        j = j.astype(np.float64)
+        w_prev = float(log_binom_pmf(i - 1, others, pt))  # others on x0: i - 1 (u on x0)
+        w_here = float(log_binom_pmf(i, others, pt))  # others on x0: i (u elsewhere)
+        o_prev = w_prev + log_binom_pmf(j, m[0], q1, 1.0 - q1)  # u on x0
+        o_here_j1 = w_here + log_binom_pmf(j - 1.0, m[1], q1, 1.0 - q1)  # u on x1
+        o_here = w_here + log_binom_pmf(j, m[1], q1, 1.0 - q1)  # u on another value
+        log_rest = math.log(rest) if rest > 0.0 else -math.inf
+        log_p.append(
+            np.logaddexp.reduce(
+                [math.log(pt) + o_prev, math.log(pb) + o_here_j1, log_rest + o_here]
+            )
+        )
+        log_q.append(
+            np.logaddexp.reduce(
+                [math.log(pb) + o_prev, math.log(pt) + o_here_j1, log_rest + o_here]
+            )
+        )
+    return np.concatenate(log_p), np.concatenate(log_q)
 
 
 def k2_witnesses(mech: ShuffledKRR, grid: Grid) -> list[int]:

@@ -18,9 +18,9 @@ composition with dp-accounting's tail search vectorised, for the stream's many h
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 from dp_accounting.pld import pld_pmf
@@ -44,12 +44,71 @@ class ListedPair(Protocol):
     def outcome_log_pmfs(self) -> tuple[FloatArray, FloatArray, float]: ...
 
 
+@runtime_checkable
+class CoarseListedPair(Protocol):
+    """A listed pair whose outcome list grows with n and that can list, instead, a pair that
+    dominates it in about ``max_outcomes`` outcomes whatever n (the clone-form pairs:
+    engines.pairs.CloneFormPair.coarse_outcome_chunks states why it dominates)."""
+
+    def outcome_count(self) -> int: ...
+
+    def coarse_outcome_chunks(
+        self, max_outcomes: int
+    ) -> Iterator[tuple[FloatArray, FloatArray]]: ...
+
+
 class PairSource(Protocol):
-    """A bound whose value is the divergence of a dominating pair (for every eps at once)."""
+    """A bound whose value is the divergence of a dominating pair (for every eps at once): every
+    :class:`~shuffledp.accountant.bounds.base.Bound` is one (``dominating_pair`` is None where it
+    has no pair to list)."""
 
     name: str
 
-    def pair(self, mech: ShuffledKRR) -> ListedPair: ...
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair | None: ...
+
+
+@runtime_checkable
+class PairFamily(Protocol):
+    """What composition asks of a family of dominating pairs, round by round (callers ask this,
+    never a concrete class; :func:`family_of` makes one of any :class:`PairSource`).
+
+    * ``dominating_pair(mech)``: the family's pair for a round of ``mech``: its own pair, or a
+      looser valid one where its own cannot be listed (counted in ``fallback_rounds``);
+    * ``own_pair(mech)``: its own pair only (OutsideConditionsError where it cannot be listed):
+      for one round size, where the looser pair is another member of the families anyway;
+    * ``fallback_note()``: what the output must say about the looser pairs used (None if none).
+    """
+
+    name: str
+    fallback_rounds: int
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair: ...
+
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair: ...
+
+    def fallback_note(self) -> str | None: ...
+
+
+class BoundFamily:
+    """A bound's own dominating pair in every round (no fallback)."""
+
+    fallback_rounds = 0
+
+    def __init__(self, bound: PairSource) -> None:
+        self.bound = bound
+        self.name = bound.name
+
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair:
+        pair = self.bound.dominating_pair(mech)
+        if pair is None:
+            raise OutsideConditionsError(f"{self.name} has no dominating pair to compose")
+        return pair
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair:
+        return self.own_pair(mech)
+
+    def fallback_note(self) -> str | None:
+        return None
 
 
 class BlanketFamily:
@@ -62,22 +121,55 @@ class BlanketFamily:
     def __init__(self) -> None:
         self.fallback_rounds = 0
 
-    def pair(self, mech: ShuffledKRR) -> ListedPair:
+    def own_pair(self, mech: ShuffledKRR) -> ListedPair:
+        return OptimalBlanket().dominating_pair(mech)
+
+    def dominating_pair(self, mech: ShuffledKRR) -> ListedPair:
         try:
-            return OptimalBlanket().pair(mech)
+            return self.own_pair(mech)
         except OutsideConditionsError:
             self.fallback_rounds += 1
-            return KRRClones().pair(mech)
+            return KRRClones().dominating_pair(mech)
+
+    def fallback_note(self) -> str | None:
+        """Says in how many round sizes the krr-clones pair (up to about 3x looser) stood in for
+        optimal-blanket's, over its outcome cap (blanket.MAX_PAIR_OUTCOMES)."""
+        if not self.fallback_rounds:
+            return None
+        return f"krr-clones pair in {self.fallback_rounds} round sizes too large to list"
 
 
-def default_families() -> list[PairSource]:
+def family_of(source: PairSource | PairFamily) -> PairFamily:
+    """``source`` itself if it is a family, else its own pair every round (:class:`BoundFamily`)."""
+    return source if isinstance(source, PairFamily) else BoundFamily(source)
+
+
+def family_label(family: PairFamily) -> str:
+    """The family's name, with what it must say about the looser pairs it used."""
+    note = family.fallback_note()
+    return family.name if note is None else f"{family.name} ({note})"
+
+
+def default_families() -> list[PairFamily]:
     """The dominating pairs composed by default: optimal-blanket's (krr-clones' where it is too
     large to list) and those of strong-adversary, clones and krr-clones."""
-    return [BlanketFamily(), *(cls() for cls in UPPER_BOUNDS)]
+    return [BlanketFamily(), *(BoundFamily(cls()) for cls in UPPER_BOUNDS)]
 
 
 #: Default width of the privacy-loss grid (dp-accounting's default too).
 DISCRETIZATION = 1e-4
+
+#: Most outcomes listed for one round's pair: above it a coarse pair that dominates it is
+#: listed instead (:class:`CoarseListedPair`), so memory and time do not grow with n (the
+#: clone-form pairs list about 180 E[C] outcomes: 1.8e11 at n = 1e9).
+MAX_LISTED_OUTCOMES = 4_000_000
+#: Largest n whose round composes through a listed pair (compose, compose_rounds, the stream):
+#: beyond it the outcomes' log-pmfs (differences of log-gamma values of size n log n) lose more
+#: than about 1e-8 to rounding; ``shuffledp account --rounds`` (composition_bracket) composes
+#: at any n.
+MAX_LISTED_N = 10_000_000
+#: Covers the rounding of the listed mass summed in chunks (a few ulp per term, 4e6 terms).
+CHUNKED_MASS_SLACK = 1e-12
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -108,20 +200,83 @@ def pld_from_log_pmfs(
     """
     remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
     add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+    return _pld_from_pmfs(
+        (remove, inf_remove + dropped), (add, inf_add + dropped), discretization, dense
+    )
+
+
+#: One direction's rounded loss pmf {loss index: mass} and its infinite-loss mass (the mass left
+#: out of the listing included).
+_Rounded = tuple[dict[int, float], float]
+
+
+def _pld_from_pmfs(
+    remove_side: _Rounded, add_side: _Rounded, discretization: float, dense: bool
+) -> pld_lib.PrivacyLossDistribution:
+    """dp-accounting's pessimistic PLD of two rounded directions (infinite masses capped at 1)."""
+    remove, inf_remove = remove_side[0], min(1.0, remove_side[1])
+    add, inf_add = add_side[0], min(1.0, add_side[1])
     if dense:
         return pld_lib.PrivacyLossDistribution(
-            _dense_pmf(remove, min(1.0, inf_remove + dropped), discretization),
-            _dense_pmf(add, min(1.0, inf_add + dropped), discretization),
+            _dense_pmf(remove, inf_remove, discretization),
+            _dense_pmf(add, inf_add, discretization),
         )
     return pld_lib.PrivacyLossDistribution.create_from_rounded_probability(
         remove,
-        min(1.0, inf_remove + dropped),
+        inf_remove,
         discretization,
         pessimistic_estimate=True,
         rounded_probability_mass_function_add=add,
-        infinity_mass_add=min(1.0, inf_add + dropped),
+        infinity_mass_add=inf_add,
         symmetric=False,
     )
+
+
+def require_listable(mech: ShuffledKRR) -> None:
+    """OutsideConditionsError, in one line naming the limit, for a round over MAX_LISTED_N."""
+    if mech.n > MAX_LISTED_N:
+        raise OutsideConditionsError(
+            f"a round of n = {mech.n:,}: the composition of listed dominating pairs (stream, "
+            f"compose, compose_rounds) takes n <= {MAX_LISTED_N:,} (beyond, the outcomes' "
+            "log-pmfs lose precision); shuffledp account --rounds composes at any n"
+        )
+
+
+def rounded_pair(pair: ListedPair, discretization: float) -> tuple[_Rounded, _Rounded]:
+    """Both directions of a listed pair rounded up to the grid, the mass left out of the list
+    counted as infinite loss in each. A pair over :data:`MAX_LISTED_OUTCOMES` outcomes that can
+    list a coarse pair dominating it (:class:`CoarseListedPair`) lists that one, in chunks: the
+    memory is one chunk and the loss grid, whatever n."""
+    if isinstance(pair, CoarseListedPair) and pair.outcome_count() > MAX_LISTED_OUTCOMES:
+        return _rounded_chunks(pair.coarse_outcome_chunks(MAX_LISTED_OUTCOMES), discretization)
+    log_p, log_q, dropped = pair.outcome_log_pmfs()
+    remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
+    add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+    return (remove, inf_remove + dropped), (add, inf_add + dropped)
+
+
+def _rounded_chunks(
+    chunks: Iterator[tuple[FloatArray, FloatArray]], discretization: float
+) -> tuple[_Rounded, _Rounded]:
+    """:func:`rounded_pair` over outcomes given in chunks. Safe side: each direction's listed
+    mass is summed (math.fsum of the chunks' sums), and whatever the list leaves out, 1 minus
+    the smaller of the two listed masses plus CHUNKED_MASS_SLACK for the rounding of those sums,
+    is counted as infinite loss in both directions (a pessimistic PLD may move any mass to
+    +inf loss: its delta at every eps can only rise)."""
+    sides: list[tuple[dict[int, float], list[float], list[float]]] = [({}, [], []), ({}, [], [])]
+    for log_p, log_q in chunks:
+        for (pmf, infinite, listed), (upper, lower) in zip(
+            sides, ((log_p, log_q), (log_q, log_p)), strict=True
+        ):
+            part, inf_part = _rounded_loss_pmf(upper, lower, discretization)
+            for index, mass in part.items():
+                pmf[index] = pmf.get(index, 0.0) + mass
+            infinite.append(inf_part)
+            listed.append(float(np.sum(np.exp(upper))))
+    kept = min(math.fsum(side[2]) for side in sides)
+    dropped = max(1.0 - kept, 0.0) + CHUNKED_MASS_SLACK
+    remove, add = ((pmf, math.fsum(infinite) + dropped) for pmf, infinite, _ in sides)
+    return remove, add
 
 
 def _dense_arrays(pmf: dict[int, float]) -> tuple[int, FloatArray]:
@@ -160,15 +315,17 @@ def _rounded_loss_pmf(
 
 
 def pair_pld(
-    bound: PairSource,
+    bound: PairSource | PairFamily,
     mech: ShuffledKRR,
     discretization: float = DISCRETIZATION,
     *,
     dense: bool = False,
 ) -> pld_lib.PrivacyLossDistribution:
-    """The pessimistic PLD of one bound's dominating pair (``dense``: see pld_from_log_pmfs)."""
-    log_p, log_q, dropped = bound.pair(mech).outcome_log_pmfs()
-    return pld_from_log_pmfs(log_p, log_q, dropped, discretization, dense=dense)
+    """The pessimistic PLD of one bound's (or family's) dominating pair for a round of ``mech``
+    (``dense``: see pld_from_log_pmfs)."""
+    require_listable(mech)
+    pair = family_of(bound).dominating_pair(mech)
+    return _pld_from_pmfs(*rounded_pair(pair, discretization), discretization, dense)
 
 
 def fft_error(rounds: int, pld: pld_lib.PrivacyLossDistribution) -> float:
@@ -263,7 +420,7 @@ def compose(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: list[PairSource] | None = None,
+    bounds: Sequence[PairSource | PairFamily] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee after ``rounds`` rounds: delta at ``eps`` or eps at ``delta`` (one of them).
@@ -281,15 +438,17 @@ def compose(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = bounds if bounds is not None else default_families()
+    require_listable(mech)
+    members = [family_of(m) for m in bounds] if bounds is not None else default_families()
     best: ComposedResult | None = None
     for member in members:
-        if isinstance(member, BlanketFamily):  # one round size: its fallback is krr-clones itself
-            member = OptimalBlanket()
+        # One round size: each family's own pair only (optimal-blanket's fallback, krr-clones,
+        # is a member of the default families itself).
         try:
-            pld = pair_pld(member, mech, discretization)
+            pair = member.own_pair(mech)
         except OutsideConditionsError:
             continue  # optimal-blanket's pair too large to list: the others remain valid
+        pld = _pld_from_pmfs(*rounded_pair(pair, discretization), discretization, False)
         composed = pld.self_compose(rounds) if rounds > 1 else pld
         err = fft_error(rounds, pld)
         result = _composed_result(composed, member.name, rounds, eps_v, delta_v, err)
@@ -399,10 +558,19 @@ class FastPLD:
         """As :func:`pld_from_log_pmfs` (same rounding, same values)."""
         remove, inf_remove = _rounded_loss_pmf(log_p, log_q, discretization)
         add, inf_add = _rounded_loss_pmf(log_q, log_p, discretization)
+        return cls.from_rounded(
+            (remove, inf_remove + dropped), (add, inf_add + dropped), discretization
+        )
+
+    @classmethod
+    def from_rounded(
+        cls, remove_side: _Rounded, add_side: _Rounded, discretization: float
+    ) -> FastPLD:
+        """From both directions rounded to the grid (:func:`rounded_pair`)."""
         directions = []
-        for pmf, infinity in ((remove, inf_remove), (add, inf_add)):
+        for pmf, infinity in (remove_side, add_side):
             lower, probs = _dense_arrays(pmf)
-            directions.append(_Direction(lower, probs, min(1.0, infinity + dropped)))
+            directions.append(_Direction(lower, probs, min(1.0, infinity)))
         return cls(discretization, directions[0], directions[1])
 
     def finite_mass(self) -> float:
@@ -494,11 +662,12 @@ def compose_family(a: FamilyPLD, b: FamilyPLD) -> FamilyPLD:
 
 
 def pair_fast_pld(
-    bound: PairSource, mech: ShuffledKRR, discretization: float = DISCRETIZATION
+    bound: PairSource | PairFamily, mech: ShuffledKRR, discretization: float = DISCRETIZATION
 ) -> FastPLD:
     """:func:`pair_pld` as a :class:`FastPLD` (same values)."""
-    log_p, log_q, dropped = bound.pair(mech).outcome_log_pmfs()
-    return FastPLD.from_log_pmfs(log_p, log_q, dropped, discretization)
+    require_listable(mech)
+    pair = family_of(bound).dominating_pair(mech)
+    return FastPLD.from_rounded(*rounded_pair(pair, discretization), discretization)
 
 
 def local_krr_pld(k: int, eps0: float, discretization: float = DISCRETIZATION) -> FastPLD:
@@ -521,7 +690,7 @@ def compose_rounds(
     *,
     eps: float | None = None,
     delta: float | None = None,
-    bounds: Sequence[PairSource] | None = None,
+    bounds: Sequence[PairSource | PairFamily] | None = None,
     discretization: float = DISCRETIZATION,
 ) -> ComposedResult:
     """The guarantee of a sequence of rounds with different n (a user's history in a stream):
@@ -550,14 +719,14 @@ def compose_rounds(
     delta_v = None if delta is None else require_delta(delta)
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    members = list(bounds) if bounds is not None else default_families()
+    members = [family_of(m) for m in bounds] if bounds is not None else default_families()
     if not members:
         raise InvalidParameterError("bounds must hold at least one bound")
     best: ComposedResult | None = None
     for member in members:
         composed, err = _compose_family_rounds(member, mechs, discretization)
-        # The label after composing: BlanketFamily counts its fallback rounds while listing.
-        label = _family_label(member)
+        # The label after composing: a family counts its fallback rounds while listing.
+        label = family_label(member)
         result = _composed_result(composed, label, len(mechs), eps_v, delta_v, err)
         if eps_v is not None:
             better = best is None or result.delta < best.delta
@@ -587,7 +756,7 @@ def _require_rounds(mechs: Sequence[ShuffledKRR]) -> None:
 
 
 def _compose_family_rounds(
-    member: PairSource, mechs: Sequence[ShuffledKRR], discretization: float
+    member: PairFamily, mechs: Sequence[ShuffledKRR], discretization: float
 ) -> tuple[pld_lib.PrivacyLossDistribution | None, float]:
     """One family's PLDs of the rounds composed in the order given (one PLD per distinct
     mechanism), or None once the composition saturates (delta = 1 whatever follows), and the
@@ -608,14 +777,6 @@ def _compose_family_rounds(
             err += pld_convolution_error(composed, cache[mech])
             composed = step
     return composed, err
-
-
-def _family_label(member: PairSource) -> str:
-    """The family's name, saying in how many round sizes optimal-blanket fell back."""
-    name = member.name
-    if isinstance(member, BlanketFamily) and member.fallback_rounds:
-        name += f" (krr-clones pair in {member.fallback_rounds} round sizes too large to list)"
-    return name
 
 
 def _composed_result(

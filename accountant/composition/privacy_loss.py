@@ -27,13 +27,15 @@ from __future__ import annotations
 
 from dp_accounting.pld import privacy_loss_distribution as pld_lib
 
-from shuffledp.accountant.bounds.base import UPPER_BOUNDS, KRRClones, OutsideConditionsError
-from shuffledp.accountant.bounds.blanket import OptimalBlanket
+from shuffledp.accountant.bounds.base import UPPER_BOUNDS
 from shuffledp.accountant.composition.pair_pld import (
     DISCRETIZATION,
     BlanketFamily,
+    BoundFamily,
+    PairFamily,
     PairSource,
     default_families,
+    family_of,
     pair_pld,
 )
 from shuffledp.accountant.mechanism import InvalidParameterError, ShuffledKRR
@@ -48,11 +50,12 @@ PLD_BOUND_NAMES: tuple[str, ...] = (BlanketFamily.name, *(cls.name for cls in UP
 def privacy_loss_distribution(
     mech: ShuffledKRR,
     *,
-    bound: str | PairSource = BlanketFamily.name,
+    bound: str | PairSource | PairFamily = BlanketFamily.name,
     discretization: float = DISCRETIZATION,
 ) -> pld_lib.PrivacyLossDistribution:
     """dp-accounting's pessimistic ``PrivacyLossDistribution`` of one round of ``mech``, from the
-    dominating pair of ``bound`` (a name of :data:`PLD_BOUND_NAMES`, or a PairSource).
+    dominating pair of ``bound`` (a name of :data:`PLD_BOUND_NAMES`, a PairSource or a
+    PairFamily; a family's fallback, if it uses one, is counted in its ``fallback_rounds``).
 
     ``discretization``: the width of the loss grid (> 0); compose only PLDs on the same grid.
     The PLD overstates each loss by less than one grid step, so its delta at eps lies between the
@@ -65,14 +68,9 @@ def privacy_loss_distribution(
         raise InvalidParameterError(f"discretization must be a number > 0, got {discretization!r}")
     if not discretization > 0:
         raise InvalidParameterError(f"discretization must be > 0, got {discretization}")
-    source = _pair_source(bound)
-    if isinstance(source, BlanketFamily):
-        try:
-            return pair_pld(OptimalBlanket(), mech, float(discretization))
-        except OutsideConditionsError:  # too many outcomes to list: krr-clones' pair, as compose
-            source.fallback_rounds += 1
-            return pair_pld(KRRClones(), mech, float(discretization))
-    return pair_pld(source, mech, float(discretization))
+    # optimal-blanket's family falls back to krr-clones' pair where its own is too large to
+    # list (counted in its fallback_rounds), as compose_rounds does.
+    return pair_pld(_pair_source(bound), mech, float(discretization))
 
 
 def privacy_loss_distributions(
@@ -87,21 +85,22 @@ def privacy_loss_distributions(
     }
 
 
-def _pair_source(bound: str | PairSource) -> PairSource:
+def _pair_source(bound: str | PairSource | PairFamily) -> PairFamily:
     if isinstance(bound, str):
         if bound == BlanketFamily.name:
             return BlanketFamily()
         for cls in UPPER_BOUNDS:
             if cls.name == bound:
-                return cls()
+                return BoundFamily(cls())
         raise InvalidParameterError(
             f"bound must be one of {', '.join(PLD_BOUND_NAMES)} (a bound with a dominating "
             f"pair), got {bound!r}"
         )
-    if not callable(getattr(bound, "pair", None)) or not isinstance(
+    if not callable(getattr(bound, "dominating_pair", None)) or not isinstance(
         getattr(bound, "name", None), str
     ):
         raise InvalidParameterError(
-            f"bound must be a bound name or an object with .name and .pair(mech), got {bound!r}"
+            "bound must be a bound name or an object with .name and .dominating_pair(mech), "
+            f"got {bound!r}"
         )
-    return bound
+    return family_of(bound)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import itertools
 import math
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,6 +32,7 @@ from scipy.special import gammaln
 from shuffledp.accountant.engines.numerics import (
     GAMMALN_RELERR,
     FloatArray,
+    IntArray,
     binomial_window,
     log1mexp,
     log_binom_cdf,
@@ -283,6 +284,71 @@ class CloneFormPair:
             lp = np.append(lp, common)
             lq = np.append(lq, common)
         return lp, lq, dropped
+
+    def _a_windows(self, c: FloatArray, depth: float) -> tuple[FloatArray, IntArray]:
+        """For each clone count c: the first outcome a listed and how many (outcome_log_pmfs)."""
+        half = (math.sqrt(2.0 * depth) + 1.0) * np.sqrt(c) / 2.0 + 2.0
+        a_lo = np.maximum(np.floor(c / 2.0 - half), 0.0)
+        a_hi = np.minimum(np.ceil(c / 2.0 + half), c + 1.0)
+        return a_lo, (a_hi - a_lo + 1.0).astype(np.int64)
+
+    def outcome_count(self, depth: float = 40.0) -> int:
+        """How many outcomes :meth:`outcome_log_pmfs` lists (O(n): about 180 C's mean)."""
+        qc = self._mixing_complement
+        lo, hi, _ = binomial_window(self.n_others, self.clone_prob, depth=depth, qc=qc)
+        return int(self._a_windows(np.arange(lo, hi + 1, dtype=np.float64), depth)[1].sum())
+
+    def coarse_outcome_chunks(
+        self, max_outcomes: int, depth: float = 40.0, chunk: int = 1 << 20
+    ) -> Iterator[tuple[FloatArray, FloatArray]]:
+        """(log P, log Q) of a pair that *dominates* this one, in chunks of about ``chunk``
+        outcomes, about ``max_outcomes`` in all whatever n (the caller bounds the mass left out
+        by 1 - the listed mass, under each law).
+
+        Safe side: the clone counts C of the listed window are taken in blocks of ``stride``
+        consecutive values and each block's mass is given to its smallest count c'. The pair
+        (C, X ~ pair given C = c') dominates (C, X ~ pair given C): given C = c, the outcome
+        with c clones is the one with c' <= c clones plus c - c' more clones, each adding 1 to
+        the first or the second coordinate with probability 1/2, the same kernel under P and Q
+        (a post-processing), so the pair given c' dominates the pair given c, and so does the
+        mixture. The listing has about 180 E[C] outcomes, so stride / C is about
+        180 / max_outcomes (4.5e-5 at 4e6): the loss scale, ~ 1 / sqrt(C), grows by about half
+        of that. The common outcome of a scale < 1 pair comes last (P = Q there)."""
+        qc = self._mixing_complement
+        lo, hi, _ = binomial_window(self.n_others, self.clone_prob, depth=depth, qc=qc)
+        c_all = np.arange(lo, hi + 1, dtype=np.float64)
+        total = int(self._a_windows(c_all, depth)[1].sum())
+        stride = max(1, math.ceil(total / max(1, max_outcomes)))
+        log_w_all = log_binom_pmf(c_all, self.n_others, self.clone_prob, qc)
+        starts = np.arange(0, c_all.size, stride)
+        c = c_all[starts]
+        log_w = np.array([log_sum(log_w_all[i : i + stride]) for i in starts.tolist()])
+        a_lo, counts = self._a_windows(c, depth)
+        log_p1 = -math.log1p(math.exp(-self.log_odds))
+        log_p0 = log_p1 - self.log_odds if math.isfinite(self.log_odds) else -math.inf
+        log_scale = math.log(self.scale)
+        first = 0
+        while first < c.size:
+            last = first + 1
+            size = int(counts[first])
+            while last < c.size and size + int(counts[last]) <= chunk:
+                size += int(counts[last])
+                last += 1
+            part = slice(first, last)
+            cnt = counts[part]
+            cc = np.repeat(c[part], cnt)
+            ww = np.repeat(log_w[part], cnt)
+            offsets = np.arange(cc.size) - np.repeat(np.cumsum(cnt) - cnt, cnt)
+            a = np.repeat(a_lo[part], cnt) + offsets
+            b_prev = log_binom_pmf(a - 1.0, cc, 0.5)
+            b_here = log_binom_pmf(a, cc, 0.5)
+            lp = ww + log_scale + np.logaddexp(log_p1 + b_prev, log_p0 + b_here)
+            lq = ww + log_scale + np.logaddexp(log_p0 + b_prev, log_p1 + b_here)
+            yield lp, lq
+            first = last
+        if self.scale < 1.0 and self.scale_complement:
+            common = np.array([math.log(self.scale_complement)])
+            yield common, common.copy()
 
 
 @dataclass(frozen=True, slots=True)

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
-from collections.abc import Mapping
-from typing import Any
+import time
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from shuffledp.accountant.bounds.base import (
     Bound,
@@ -28,6 +30,9 @@ from shuffledp.accountant.tight import witness_dataset
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.help import add_command
 from shuffledp.errors import InvalidParameterError
+
+if TYPE_CHECKING:
+    from rich.progress import TaskID
 
 #: One line per --bound name for --help (docs/accounting.md's table, shortened; a test keeps
 #: the keys equal to the registry's BOUND_NAMES).
@@ -274,13 +279,15 @@ def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -
             f"tight, optimal-blanket, largest-group, strong-adversary, clones, krr-clones) or an "
             f"RDP bound (renyi-girgis); {bound.name} is of kind {kind}"
         )
-    result = compose_bracket(
-        mech,
-        args.rounds,
-        eps=args.eps,
-        delta=args.delta,
-        bound=None if kind is BoundKind.BRACKET else bound,
-    )
+    with delayed_progress(f"--rounds {args.rounds}: one-round profile") as progress:
+        result = compose_bracket(
+            mech,
+            args.rounds,
+            eps=args.eps,
+            delta=args.delta,
+            bound=None if kind is BoundKind.BRACKET else bound,
+            progress=progress,
+        )
     if args.eps is not None:
         ends = {"eps": args.eps, "delta": result.upper}
         ends.update(delta_lower=result.lower, delta_upper=result.upper)
@@ -303,6 +310,51 @@ def _compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -
         dataset=lower_dataset(result.lower_from),
         **ends,
     )
+
+
+#: Seconds before --rounds shows a progress bar on stderr.
+PROGRESS_AFTER = 2.0
+
+
+@contextlib.contextmanager
+def delayed_progress(label: str) -> Iterator[Callable[[int, int], None]]:
+    """Yields ``progress(done, total)``; a rich bar on stderr appears once PROGRESS_AFTER
+    seconds have passed (never when stderr is not a terminal), and is removed at the end."""
+    from rich.console import Console
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    console = Console(stderr=True)
+    bar = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        disable=not console.is_terminal,
+        transient=True,
+    )
+    started = time.monotonic()
+    task: list[TaskID] = []
+
+    def update(done: int, total: int) -> None:
+        if not task:
+            if time.monotonic() - started < PROGRESS_AFTER:
+                return
+            bar.start()
+            task.append(bar.add_task(label, total=total))
+        bar.update(task[0], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task:
+            bar.stop()
 
 
 def _rdp_compose_result(bound: Bound, mech: ShuffledKRR, args: argparse.Namespace) -> BoundResult:

@@ -399,6 +399,7 @@ def format_summary(summary: StreamSummary) -> str:
         f"{composition.compositions} compositions in {composition.accountant_seconds} s "
         f"(stored peak {composition.stored_peak_mib} MiB); total {summary.seconds} s"
     )
+    lines.extend(f"note: {fallback}" for fallback in composition.fallbacks)
     return "\n".join(lines)
 
 

@@ -170,7 +170,7 @@ class UserLedger:
 
         values = [family_delta(pld, eps) for pld in plds]
         best = int(np.argmin(values))
-        return values[best], self.families[best].name
+        return values[best], self._label(best)
 
     def eps_at(self, plds: Sequence[FamilyPLD], delta: float) -> tuple[float, str]:
         """min over families of the composed eps at delta, and the family that gave it."""
@@ -178,7 +178,22 @@ class UserLedger:
 
         values = [family_eps(pld, delta) for pld in plds]
         best = int(np.argmin(values))
-        return values[best], self.families[best].name
+        return values[best], self._label(best)
+
+    def _label(self, index: int) -> str:
+        """The family's name, with its note when it used a looser pair in some round size."""
+        from shuffledp.accountant.composition.pair_pld import family_label
+
+        return family_label(self.families[index])
+
+    def fallback_notes(self) -> tuple[str, ...]:
+        """One line per family that used a looser pair where its own was over its outcome cap."""
+        notes = []
+        for family in self.families:
+            note = family.fallback_note()
+            if note is not None:
+                notes.append(f"{family.name}: {note}")
+        return tuple(notes)
 
     def delta_after(self, user: str, n: int, eps: float) -> float:
         """The user's composed delta at eps if it also took part in a round of n."""

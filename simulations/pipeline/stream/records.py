@@ -511,6 +511,9 @@ class CompositionInfo:
     evictions: int
     accountant_seconds: float
     method: str = COMPOSITION_METHOD
+    #: One line per family that used a looser pair where its own was over its outcome cap
+    #: (optimal-blanket: krr-clones' pair, up to about 3x looser); empty when none did.
+    fallbacks: tuple[str, ...] = ()
 
     KEYS = (
         "method",
@@ -521,9 +524,11 @@ class CompositionInfo:
         "evictions",
         "accountant_seconds",
     )
+    OPTIONAL_KEYS = ("fallbacks",)
 
     def __post_init__(self) -> None:
         require_str("composition.method", self.method)
+        object.__setattr__(self, "fallbacks", _strs("composition.fallbacks", self.fallbacks))
         if require_number("composition.discretization", self.discretization) <= 0:
             raise InvalidParameterError(
                 f"composition.discretization must be > 0, got {self.discretization}"
@@ -539,11 +544,15 @@ class CompositionInfo:
     def to_json(self) -> dict[str, Any]:
         out = {key: getattr(self, key) for key in self.KEYS}
         out["families"] = list(self.families)
+        if self.fallbacks:
+            out["fallbacks"] = list(self.fallbacks)
         return out
 
     @classmethod
     def from_json(cls, data: object) -> CompositionInfo:
-        d = require_keys("composition", json_input("composition", data), cls.KEYS)
+        d = require_keys(
+            "composition", json_input("composition", data), cls.KEYS, cls.OPTIONAL_KEYS
+        )
         return cls(
             method=require_str("composition.method", d["method"]),
             discretization=require_number("composition.discretization", d["discretization"]),
@@ -554,6 +563,7 @@ class CompositionInfo:
             accountant_seconds=require_number(
                 "composition.accountant_seconds", d["accountant_seconds"]
             ),
+            fallbacks=_strs("composition.fallbacks", d.get("fallbacks", [])),
         )
 
 

@@ -335,6 +335,7 @@ class StreamRunner:
         return CompositionInfo(
             discretization=self.settings.discretization,
             families=tuple(family.name for family in ledger.families),
+            fallbacks=ledger.fallback_notes(),
             compositions=ledger.compositions,
             stored_peak_mib=round(ledger.peak_bytes / 2**20, 1),
             evictions=ledger.evictions,

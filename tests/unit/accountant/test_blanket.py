@@ -184,6 +184,43 @@ def test_rounds_too_large_to_list_fall_back_and_say_so() -> None:
     assert math.isfinite(result.delta)
 
 
+@pytest.mark.slow
+def test_stream_ledger_says_when_a_round_fell_back() -> None:
+    """The stream's ledger names the fallback in the worst history's pair and in its notes
+    (the report's composition.fallbacks), and a report with it round-trips through JSON; a
+    ledger whose rounds all list their own pair has no note."""
+    from shuffledp.simulations.pipeline.stream.ledger import UserLedger
+    from shuffledp.simulations.pipeline.stream.records import CompositionInfo
+
+    small = UserLedger(k=10, eps0=1.0)
+    small.charge("a", 0, 1000)
+    worst = small.worst(1e-6, None)
+    assert worst is not None and worst.pair == "optimal-blanket"
+    assert small.fallback_notes() == ()
+    ledger = UserLedger(k=10, eps0=1.0)
+    ledger.charge("a", 0, 20_000)  # optimal-blanket's pair: over MAX_PAIR_OUTCOMES
+    worst = ledger.worst(1e-6, None)
+    assert worst is not None
+    assert ledger.fallback_notes() == (
+        "optimal-blanket: krr-clones pair in 1 round sizes too large to list",
+    )
+    if worst.pair.startswith("optimal-blanket"):
+        assert "krr-clones pair in 1 round" in worst.pair
+    info = CompositionInfo(
+        discretization=1e-3,
+        families=("optimal-blanket",),
+        compositions=0,
+        stored_peak_mib=0.0,
+        evictions=0,
+        accountant_seconds=0.0,
+        fallbacks=ledger.fallback_notes(),
+    )
+    assert CompositionInfo.from_json(info.to_json()) == info
+    assert (
+        "fallbacks" not in CompositionInfo.from_json({**info.to_json(), "fallbacks": []}).to_json()
+    )
+
+
 @pytest.mark.parametrize(
     ("n", "k", "eps0", "eps"), [(100, 10, 2.0, 1.0), (1000, 3, 1.0, 0.2), (50, 4, 8.0, 6.0)]
 )

@@ -91,3 +91,44 @@ def test_a_composed_delta_below_the_rounding_error_keeps_the_bracket_ordered() -
     # Lower 3.8e-17 > upper 2.8e-17 came out here before fft_error: both were rounding noise.
     result = cb.compose_bracket(ShuffledKRR(n=1000, k=10, eps0=2.0), 3, eps=1.0)
     assert 0.0 <= result.lower <= result.upper
+
+
+@pytest.mark.parametrize(("n", "k", "eps0"), [(100, 3, 1.0), (50, 4, 2.0)])
+def test_all_x0_listed_pair_has_the_exact_delta_of_f_n_minus_1(n: int, k: int, eps0: float) -> None:
+    """F(n - 1)'s listed pair (the k >= 3 lower end's other witness) has the exact delta of
+    that dataset (family_delta: the two-count pair's bracket) where its window holds it."""
+    from shuffledp.accountant.composition.composition_bracket import all_x0_log_pmfs
+    from shuffledp.accountant.engines.pairs import hockey_stick_both
+    from shuffledp.accountant.worst_case.family import family_delta
+
+    mech = ShuffledKRR(n=n, k=k, eps0=eps0)
+    listed = all_x0_log_pmfs(mech)
+    assert listed is not None
+    for eps in (0.1 * eps0, 0.5 * eps0):
+        exact = family_delta(mech, n - 1, eps)
+        value = hockey_stick_both(*listed, eps)
+        assert exact.lower * (1 - 1e-9) <= value <= exact.upper * (1 + 1e-9)
+
+
+def test_close_hull_vertices_merge_below_the_curve() -> None:
+    """_merge_close: vertices 1e-13 apart in x merge into one vertex; the merged piecewise-linear
+    curve is nowhere above the original (a lower end stays a lower end) and stays convex."""
+    import numpy as np
+
+    from shuffledp.accountant.composition.profile_pld import _merge_close
+
+    hx = np.array([1.0, 1.5, 1.5 * (1 + 1e-13), 2.0, 3.0])
+    hy = np.array([0.5, 0.3, 0.29, 0.1, 0.0])
+    mx, my = _merge_close(hx, hy)
+    assert mx.tolist() == [1.0, 1.5, 2.0, 3.0] and my.tolist() == [0.5, 0.29, 0.1, 0.0]
+    grid = np.linspace(1.0, 3.0, 2001)
+    assert np.all(np.interp(grid, mx, my) <= np.interp(grid, hx, hy) + 1e-15)
+    slopes = np.diff(my) / np.diff(mx)
+    assert np.all(np.diff(slopes) >= 0.0)
+
+
+def test_k3_bracket_where_roof_vertices_nearly_coincide() -> None:
+    """n = 1,000, k = 3, eps0 = 4: a valley 7e-15 from a peak made the lower end's masses divide
+    by zero (lower end 0 at R = 1, -inf at R = 10); now a bracket within 1 %."""
+    result = cb.compose_bracket(ShuffledKRR(n=1000, k=3, eps0=4.0), 1, delta=1e-6)
+    assert 0.0 < result.lower <= result.upper <= 1.01 * result.lower

@@ -49,6 +49,7 @@ from shuffledp.accountant.composition.pair_pld import (
     PairSource,
     _compose_family_rounds,
     compose_rounds,
+    family_of,
     fft_error,
     local_krr_pld,
     pair_fast_pld,
@@ -69,10 +70,10 @@ def _mechs(sizes: tuple[int, ...] = SIZES) -> list[ShuffledKRR]:
 
 
 def _direct_pld(
-    bound: CloneFormBound, mech: ShuffledKRR, grid: float
+    bound: PairSource, mech: ShuffledKRR, grid: float
 ) -> pld_lib.PrivacyLossDistribution:
     """dp-accounting's PLD of the bound's pair for one round, from the outcome list alone."""
-    log_p, log_q, _ = bound.pair(mech).outcome_log_pmfs()
+    log_p, log_q, _ = family_of(bound).dominating_pair(mech).outcome_log_pmfs()
     outcomes = range(log_p.size)
     return pld_lib.from_two_probability_mass_functions(
         dict(zip(outcomes, log_q.tolist(), strict=True)),
@@ -84,7 +85,7 @@ def _direct_pld(
 
 
 def _direct_composition(
-    bound: CloneFormBound, mechs: list[ShuffledKRR], grid: float
+    bound: PairSource, mechs: list[ShuffledKRR], grid: float
 ) -> pld_lib.PrivacyLossDistribution:
     composed = _direct_pld(bound, mechs[0], grid)
     for mech in mechs[1:]:
@@ -94,7 +95,7 @@ def _direct_composition(
 
 def _rounding(bound: PairSource, mechs: list[ShuffledKRR], grid: float) -> float:
     """The FFT rounding bound compose_rounds adds for this family."""
-    return _compose_family_rounds(bound, mechs, grid)[1]
+    return _compose_family_rounds(family_of(bound), mechs, grid)[1]
 
 
 # ----------------------------------------------------------------------------------------------

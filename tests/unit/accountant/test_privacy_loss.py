@@ -116,7 +116,10 @@ def test_it_composes_with_a_dp_accounting_gaussian(
             "krr-clones (a bound with a dominating pair), got 'wang-krr'",
         ),
         ({"discretization": 0.0}, "discretization must be > 0, got 0.0"),
-        ({"bound": 3}, "bound must be a bound name or an object with .name and .pair(mech)"),
+        (
+            {"bound": 3},
+            "bound must be a bound name or an object with .name and .dominating_pair(mech)",
+        ),
     ],
 )
 def test_refusals_name_the_rule(kwargs: dict[str, object], message: str) -> None:
