@@ -34,9 +34,7 @@ derived from ``KEYS/access/clients-<j>.clientkey``; hop 0 checks them with
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
-import logging
 import re
 import sys
 from pathlib import Path
@@ -47,21 +45,25 @@ import numpy.typing as npt
 
 from shuffledp.cli.argtypes import integer, non_negative, positive, probability
 from shuffledp.cli.broker_urls import broker_urls, client_broker, hop_connection
+from shuffledp.cli.connection import (
+    RECONNECT_SECONDS,
+    broker_credentials,
+    id_secret,
+    session_options,
+    will_topic,
+)
 from shuffledp.cli.help import add_command
 from shuffledp.cli.manifest_flags import apply_manifest
+from shuffledp.cli.outcome import EXIT_NOT_READY, EXIT_REFUSED, hop_exit_status, run_component
 from shuffledp.cli.paths import check_input_file, check_output_dir, check_output_file
 from shuffledp.errors import InvalidParameterError
 from shuffledp.protocol.client_auth import ClientRoster
-from shuffledp.protocol.delivery import EXIT_LOST, ReportsLostError
+from shuffledp.protocol.delivery import EXIT_LOST
 from shuffledp.protocol.manifest import Manifest, ManifestError
 from shuffledp.protocol.mqtt import MqttTransport, parse_broker_address
-from shuffledp.protocol.onion import private_key_to_bytes
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID
-from shuffledp.protocol.runtime import NotReadyError
-from shuffledp.protocol.topics import status_topic
 from shuffledp.randomness import default_source
-from shuffledp.security.access import load_client_verifier, load_password, load_process_credentials
-from shuffledp.security.client_ids import random_client_id, stage_client_id
+from shuffledp.security.access import load_client_verifier, load_process_credentials
 from shuffledp.security.keys import (
     MAX_HOPS,
     load_analyzer_key,
@@ -78,17 +80,11 @@ if TYPE_CHECKING:
     from shuffledp.protocol.client_auth import ProcessCredentials
     from shuffledp.randomness import RandomSource
     from shuffledp.security.keys import PublicDirectory
-    from shuffledp.shuffler.service import HopResult, HopSettings
+    from shuffledp.shuffler.service import HopSettings
 
 __all__ = ["EXIT_NOT_READY", "EXIT_REFUSED", "add_parsers", "read_values"]
 
-EXIT_REFUSED = 3
-EXIT_NOT_READY = 4
 DEFAULT_BROKER = "mqtt://127.0.0.1:1883"
-RECONNECT_SECONDS = 60.0
-"""How long a component keeps trying to reconnect to a broker that went away (a restarted
-Mosquitto with persistence: the session and its queued messages are still there), unless
---reconnect says otherwise or --no-reconnect."""
 
 
 _KEYS_EXAMPLE = "shuffledp keys init /tmp/shuffledp-keys --hops 3   # once, before any component"
@@ -453,69 +449,6 @@ def read_values(path: Path, k: int) -> npt.NDArray[np.int64]:
     return np.asarray(values, dtype=np.int64)
 
 
-def _credentials(args: argparse.Namespace, identity: str) -> tuple[str | None, str | None]:
-    """(username, password) of ``identity``'s broker account in the key directory, or
-    (None, None) with --no-auth. AccessError (one line, exit 2) if the password file is
-    missing."""
-    if args.no_auth:
-        return None, None
-    return identity, load_password(args.keys, identity)
-
-
-def _id_secret(username: str | None, password: str | None, key: Any = None) -> bytes | None:
-    """What a stage's client id is derived from (:mod:`shuffledp.security.client_ids`): its
-    broker password, else its private key (hops and the analyzer), else None (a random id)."""
-    if password is not None:
-        return f"{username}\0{password}".encode()
-    if key is not None:
-        return private_key_to_bytes(key)
-    return None
-
-
-def _reconnect_seconds(args: argparse.Namespace) -> float:
-    """--reconnect SECONDS, RECONNECT_SECONDS by default, 0 with --no-reconnect."""
-    if args.no_reconnect:
-        if args.reconnect is not None:
-            raise InvalidParameterError(
-                f"--reconnect and --no-reconnect must not both be given, got --reconnect "
-                f"{args.reconnect:g} and --no-reconnect"
-            )
-        return 0.0
-    return RECONNECT_SECONDS if args.reconnect is None else float(args.reconnect)
-
-
-def _session(
-    args: argparse.Namespace,
-    stage: str,
-    secret: bytes | None,
-    *,
-    persistent: bool = False,
-) -> dict[str, Any]:
-    """MqttTransport options for ``stage``: a client id derived from ``secret`` (stable for a
-    restarted process, unguessable without the secret; random without one); with a reconnect
-    time (``--reconnect``, the default) or ``persistent``, a persistent session that waits out a
-    broker restart for up to that many seconds."""
-    reconnect = _reconnect_seconds(args)
-    if not reconnect >= 0 or reconnect == float("inf"):  # also NaN
-        raise InvalidParameterError(f"--reconnect must be finite and >= 0 seconds, got {reconnect}")
-    client_id = (
-        random_client_id(stage)
-        if secret is None
-        else stage_client_id(secret, prefix=args.prefix, round_id=args.round, identity=stage)
-    )
-    if reconnect == 0 and not persistent:
-        return {"client_id": client_id}
-    return {
-        "client_id": client_id,
-        "persistent_session": True,
-        "reconnect_timeout": reconnect,
-        # Without a journal a (re)started process has nothing to resume: it ends whatever
-        # session its id left behind (with Mosquitto's use_username_as_clientid, also that of
-        # an earlier round under the same account) and starts its own.
-        "fresh_session": not persistent,
-    }
-
-
 def _client_process_index(name: str) -> int:
     """j of a client process named clients-<j> (its broker identity and its client keys)."""
     match = re.fullmatch(r"clients-(0|[1-9][0-9]{0,4})", name)
@@ -525,37 +458,6 @@ def _client_process_index(name: str) -> int:
             f"enrolment in the manifest), got {name!r}"
         )
     return int(match.group(1))
-
-
-def _will(args: argparse.Namespace, stage: str) -> str:
-    return status_topic(args.prefix, args.round, stage)
-
-
-def _setup_logging(verbose: bool) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else logging.INFO,
-        format="%(asctime)s %(name)s %(levelname)s %(message)s",
-        stream=sys.stderr,
-    )
-
-
-def _run(args: argparse.Namespace, main: Any) -> int:
-    _setup_logging(args.verbose)
-    try:
-        code: int = asyncio.run(main)
-    except KeyboardInterrupt:
-        print(f"shuffledp {args.command}: interrupted", file=sys.stderr)
-        return 130
-    except NotReadyError as exc:
-        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_NOT_READY
-    except ReportsLostError as exc:
-        print(f"shuffledp {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_LOST
-    # MqttConnectionError (an unreachable broker, a refused login) and every other
-    # ShuffledpError reach main(): one line, exit status 1 (2 for bad input, 6 for the
-    # analyzer's ReportExistsError).
-    return code
 
 
 def _check_paths(args: argparse.Namespace) -> None:
@@ -593,7 +495,7 @@ def _run_hop(args: argparse.Namespace) -> int:
 
         return run_hop_worker(args, manifest, settings, key)
     rng = default_source(args.seed)
-    username, password = _credentials(args, settings.stage)
+    username, password = broker_credentials(args, settings.stage)
     # Hop 0 checks one authentic report per enrolled client: exactly the manifest's enrolment.
     verifier = (
         load_client_verifier(args.keys, args.round, roster=ClientRoster.exact(manifest.clients))
@@ -603,13 +505,13 @@ def _run_hop(args: argparse.Namespace) -> int:
 
     async def main() -> int:
         journaled = args.state_dir is not None
-        secret = _id_secret(username, password, key)
-        session = _session(args, settings.stage, secret, persistent=journaled)
+        secret = id_secret(username, password, key)
+        session = session_options(args, settings.stage, secret, persistent=journaled)
 
         def connect(url: str) -> MqttTransport:
             return MqttTransport(
                 url,
-                will_topic=_will(args, settings.stage),
+                will_topic=will_topic(args, settings.stage),
                 username=username,
                 password=password,
                 tls_ca=args.tls_ca,
@@ -622,9 +524,9 @@ def _run_hop(args: argparse.Namespace) -> int:
             result = await run_hop(
                 t, settings, key, rng=rng, verifier=verifier, state_dir=args.state_dir
             )
-        return _hop_exit_status(result)
+        return hop_exit_status(result)
 
-    return _run(args, main())
+    return run_component(args, main())
 
 
 def _check_role(args: argparse.Namespace, manifest: Manifest) -> bool:
@@ -699,19 +601,6 @@ def _hop_settings(
     )
 
 
-def _hop_exit_status(result: HopResult) -> int:
-    """EXIT_LOST, EXIT_REFUSED or 0, with the line that says why on stderr."""
-    if result.refused_for_loss:
-        print(f"shuffledp hop: error: {result.refused}", file=sys.stderr)
-        return EXIT_LOST
-    if result.refused:
-        print(f"shuffledp hop: round refused: {result.refused}", file=sys.stderr)
-        return EXIT_REFUSED
-    if result.lost:
-        print(f"shuffledp hop: warning: {result.log['loss']} (--accept-loss)", file=sys.stderr)
-    return 0
-
-
 def _run_analyzer(args: argparse.Namespace) -> int:
     from shuffledp.analyzer.service import AnalyzerSettings, run_analyzer
 
@@ -736,20 +625,20 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         hop_verify_keys=tuple(hop.verify_key for hop in manifest.hops),
     )
 
-    username, password = _credentials(args, "analyzer")
+    username, password = broker_credentials(args, "analyzer")
 
     async def main() -> int:
         journaled = args.state_dir is not None
-        secret = _id_secret(username, password, key)
+        secret = id_secret(username, password, key)
         async with MqttTransport(
             args.brokers[0],
-            will_topic=_will(args, "analyzer"),
+            will_topic=will_topic(args, "analyzer"),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
             manual_ack=journaled,
             exclusive=True,  # a second analyzer stops (IdentityInUseError)
-            **_session(args, "analyzer", secret, persistent=journaled),
+            **session_options(args, "analyzer", secret, persistent=journaled),
         ) as t:
             report = await run_analyzer(t, settings, key, state_dir=args.state_dir)
         text = json.dumps(report, allow_nan=False)
@@ -759,7 +648,7 @@ def _run_analyzer(args: argparse.Namespace) -> int:
         print(text if args.json else _report_text(report), flush=True)
         return _analyzer_exit_status(report)
 
-    return _run(args, main())
+    return run_component(args, main())
 
 
 def _analyzer_exit_status(report: dict[str, Any]) -> int:
@@ -799,7 +688,7 @@ def _run_clients(args: argparse.Namespace) -> int:
     rng = default_source(args.seed)
     values = _client_values(args, rng)
     settings = _client_settings(args, manifest)
-    username, password = _credentials(args, args.name)
+    username, password = broker_credentials(args, args.name)
     credentials = load_process_credentials(args.keys, process) if manifest.client_auth else None
 
     async def main() -> int:
@@ -808,7 +697,7 @@ def _run_clients(args: argparse.Namespace) -> int:
             # No will: a client process retains no status (retains_status), so there is
             # nothing to clear, and the broker refuses a client account's retained will.
             will_topic=None,
-            **_session(args, args.name, _id_secret(username, password)),
+            **session_options(args, args.name, id_secret(username, password)),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
@@ -816,7 +705,7 @@ def _run_clients(args: argparse.Namespace) -> int:
             await _send_reports(t, args, settings, values, directory, rng, credentials)
         return 0
 
-    return _run(args, main())
+    return run_component(args, main())
 
 
 def _refuse_count(args: argparse.Namespace, enrolled: int) -> None:

@@ -8,8 +8,11 @@ id): peeler P of hop I as ``hop-I-pP``, the mixer as ``hop-I``. All hold the hop
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from shuffledp.cli.connection import broker_credentials, id_secret, session_options, will_topic
+from shuffledp.cli.outcome import hop_exit_status, run_component
 from shuffledp.protocol.client_auth import ClientRoster
 from shuffledp.protocol.manifest import Manifest
 from shuffledp.protocol.mqtt import MqttTransport
@@ -26,16 +29,8 @@ def run_hop_worker(
     args: argparse.Namespace, manifest: Manifest, settings: HopSettings, key: Any
 ) -> int:
     """Run this peeler or mixer for one round; the exit status as ``shuffledp hop``'s."""
-    from dataclasses import replace
-
-    from shuffledp.cli.components import (
-        _credentials,
-        _hop_exit_status,
-        _id_secret,
-        _run,
-        _session,
-        _will,
-    )
+    # The shuffler is imported here, as by `shuffledp hop`, so that `shuffledp --help` and the
+    # other commands do not load it.
     from shuffledp.shuffler.mixer import run_mixer
     from shuffledp.shuffler.workers import PeelerSettings, peeler_stage, run_peeler
 
@@ -50,24 +45,24 @@ def run_hop_worker(
         if peeler and args.index == 0 and manifest.client_auth
         else None
     )
-    username, password = _credentials(args, identity)
+    username, password = broker_credentials(args, identity)
     rng = default_source(args.seed)
 
     async def main() -> int:
         async with MqttTransport(
             args.brokers[0],
-            will_topic=_will(args, identity),
+            will_topic=will_topic(args, identity),
             username=username,
             password=password,
             tls_ca=args.tls_ca,
             exclusive=True,
-            **_session(args, identity, _id_secret(username, password, key)),
+            **session_options(args, identity, id_secret(username, password, key)),
         ) as t:
             if peeler:
                 own = PeelerSettings(hop=settings, workers=workers, worker=args.worker)
                 result = await run_peeler(t, own, key, verifier=verifier)
             else:
                 result = await run_mixer(t, settings, workers, key, rng=rng)
-        return _hop_exit_status(result)
+        return hop_exit_status(result)
 
-    return _run(args, main())
+    return run_component(args, main())

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from shuffledp.cli.components import _id_secret, _session
+from shuffledp.cli.connection import id_secret as _id_secret
+from shuffledp.cli.connection import session_options as _session
 from shuffledp.cli.main import build_parser
 from shuffledp.security.access import init_access, load_password
 from shuffledp.security.client_ids import (
