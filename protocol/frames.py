@@ -355,6 +355,16 @@ class FrameAssembler:
         data = bytes(body)
         return (data[i : i + item_length] for i in range(0, len(data), item_length))
 
+    def restore(self, seq: int, count: int) -> None:
+        """Data frame ``seq`` of ``count`` messages was taken before a restart (its messages
+        are in the stage's journal): counted as received, so a copy of it is a duplicate."""
+        require_int("seq", seq, 0)
+        require_int("count", count, 0)
+        if seq in self._seen:
+            raise InvalidParameterError(f"data frame {seq} is restored twice")
+        self._seen.add(seq)
+        self._messages += count
+
     def _genuine(self, payload: bytes) -> bool:
         return _verified(payload, self.verify_key)
 

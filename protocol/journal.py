@@ -80,6 +80,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from shuffledp.errors import InvalidParameterError
+from shuffledp.protocol.end_statement import MAX_PEELERS, peeler_sender, signer_stage
 from shuffledp.protocol.frames import FrameAssembler
 from shuffledp.protocol.journal_writer import JournalWriter
 from shuffledp.protocol.record import MAX_K, MAX_ROUND_ID, require_manifest_digest
@@ -167,9 +168,14 @@ class JournalIdentity:
     key_id: str
     manifest_digest: bytes
     k: int | None = None
+    worker: int | None = None
+    """Peeler ``worker`` of a hop of several processes (stage ``hop-I-pP``,
+    shuffler/workers.py), or None for a one-process hop or the analyzer."""
 
     def __post_init__(self) -> None:
         validate_prefix(self.prefix)
+        if self.worker is not None:
+            require_int("--worker", self.worker, 0, MAX_PEELERS - 1)
         require_manifest_digest(self.manifest_digest)
         require_int("round_id", self.round_id, 0, MAX_ROUND_ID, bound="[0, 2^64 - 1]")
         require_int("n_hops", self.n_hops, 1)
@@ -186,6 +192,10 @@ class JournalIdentity:
                 )
             if self.k is None:
                 raise InvalidParameterError("the analyzer's journal needs k, got None")
+            if self.worker is not None:
+                raise InvalidParameterError(
+                    f"the analyzer's journal has no worker (peelers are a hop's), got {self.worker!r}"
+                )
             require_int("k", self.k, 2, MAX_K)
         else:
             if self.min_batch is None:
@@ -239,8 +249,12 @@ class JournalIdentity:
 
     @property
     def stage(self) -> str:
-        """``hop-<i>`` or ``analyzer`` (as ``stage_name``)."""
-        return "analyzer" if self.is_analyzer else f"hop-{self.hop_index}"
+        """``hop-<i>``, a peeler's ``hop-<i>-p<P>``, or ``analyzer`` (as ``stage_name``)."""
+        if self.is_analyzer:
+            return "analyzer"
+        if self.worker is not None:
+            return signer_stage(peeler_sender(self.hop_index, self.worker))
+        return f"hop-{self.hop_index}"
 
     @staticmethod
     def key_id_of(public_key: bytes) -> str:
@@ -269,6 +283,8 @@ class JournalIdentity:
         }
         if self.is_analyzer:  # a hop's header stays as it was (journals already written)
             fields["k"] = self.k
+        if self.worker is not None:
+            fields["worker"] = self.worker
         return fields
 
 

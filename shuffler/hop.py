@@ -59,6 +59,7 @@ from shuffledp.protocol.errors import (
     UnknownClient,
     WrongLength,
 )
+from shuffledp.protocol.id_log import IdLog
 from shuffledp.protocol.onion import message_length, peel, require_private_key
 from shuffledp.protocol.record import MAX_ROUND_ID
 from shuffledp.protocol.screen import Mapper, MessageScreen
@@ -193,7 +194,8 @@ class HopRound:
             require_int("client_share worker", client_share[1], 0, client_share[0] - 1)
         self._share = client_share
         self._reported = SeenSet(in_memory=seen_in_memory)  # client ids, 8 bytes each
-        self._reported_log: list[int] = []  # the same ids, in the order they reported
+        # the same ids, in the order they reported (the receipts' source), bounded in memory
+        self._reported_log = IdLog(in_memory=seen_in_memory)
         self._onion_length = message_length(hop_index, n_hops)
         envelope = ENVELOPE_SIZE if verifier is not None else 0
         self._screen = MessageScreen(self._onion_length + envelope, seen_in_memory=seen_in_memory)
@@ -263,11 +265,13 @@ class HopRound:
     def closed(self) -> bool:
         return self._closed
 
-    def reported_since(self, position: int) -> list[int]:
+    def reported_since(self, position: int, limit: int | None = None) -> list[int]:
         """The ids of the clients whose authentic report was taken (hop 0 with a verifier), in
-        the order they came, from the ``position``-th on (the receipts' source: a caller keeps
-        its position and reads only what is new). Empty once the round is closed."""
-        return self._reported_log[position:]
+        the order they came, from the ``position``-th on, at most ``limit`` (the receipts'
+        source: a caller keeps its position and reads only what is new). Empty once the round
+        is closed. Past ``seen_in_memory`` ids the log spills to a temporary file
+        (protocol/id_log.py): the same ids, in the same order."""
+        return self._reported_log.since(position, limit)
 
     # --- the round ---------------------------------------------------------------------------
 
@@ -392,7 +396,7 @@ class HopRound:
         held, self._held = self._held, []
         self._screen.forget()
         self._reported.clear()
-        self._reported_log = []
+        self._reported_log.clear()
         if self._accepted < self._min_batch:
             raise BatchTooSmall(
                 round_id=self._round_id,

@@ -8,16 +8,27 @@ BucketShuffle`); once every peeler's END is in (or at the deadline) it accounts 
 and releases the batch in one uniformly random order as the hop's signed frames and END
 statement, exactly as a one-process hop does (its downstream cannot tell the difference), or
 refuses the round naming the peeler where reports went missing.
+
+With ``state_dir`` the mixer's store is its journal (:class:`~shuffledp.shuffler.mix_journal.
+MixJournal`, SQLite in WAL mode; the transport acknowledges manually over a persistent
+session): a burst of sealed frames is acknowledged only once its items, the frames they came in
+and the counters are committed together. Restarted with the same arguments after a SIGKILL, the
+mixer restores each peeler's assembler from the journal (the frames it holds, so a frame sent
+again is a ``duplicate-frame``; the ENDs it took, checked again) and collects the rest; once it
+has accounted for its peelers it commits that decision, and each bucket's permutation before the
+bucket's first item leaves, so a mixer restarted mid-release publishes exactly the same frames
+again. The journal is removed once the hop's END is out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import os
 import time
-from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any, Protocol
 
 from nacl.exceptions import CryptoError
 from nacl.public import PrivateKey, SealedBox
@@ -33,14 +44,16 @@ from shuffledp.protocol.frames import (
     FrameSigner,
     encode_end,
 )
+from shuffledp.protocol.journal import JournalIdentity
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.runtime import NotReadyError, clear_state, publish_state
 from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import mix_topic, peeler_topic, status_topic
-from shuffledp.protocol.transport import Message, Transport, publish_all
+from shuffledp.protocol.transport import Message, Transport, publish_all, require_journaling
 from shuffledp.randomness import RandomLike, RandomSource, as_random_source
 from shuffledp.shuffler.external_shuffle import BucketShuffle, bucket_count
 from shuffledp.shuffler.hop import HOP_REJECTION_REASONS
+from shuffledp.shuffler.mix_journal import MixJournal, mix_journal_name
 from shuffledp.shuffler.service import HopResult, HopSettings
 from shuffledp.shuffler.workers import (
     MAX_WORKERS,
@@ -78,14 +91,32 @@ class _PeelerWatch:
         return None
 
 
+class _Store(Protocol):
+    """Where the mixer spreads its items: a BucketShuffle, or its journal (MixJournal)."""
+
+    @property
+    def count(self) -> int: ...
+
+    @property
+    def buckets(self) -> int: ...
+
+    def add_many(self, items: Sequence[bytes]) -> None: ...
+
+    def release(self) -> Iterator[bytes]: ...
+
+    def close(self) -> None: ...
+
+
 @dataclass(slots=True, kw_only=True)
 class _MixIntake:
-    """Open, check and spread what the peelers send (an Intake)."""
+    """Open, check and spread what the peelers send (an Intake); with a journal, each burst is
+    committed before Stage.collect acknowledges it."""
 
     ingress: str
     box: SealedBox[PrivateKey]
     assemblers: dict[int, FrameAssembler]
-    store: BucketShuffle
+    store: _Store
+    journal: MixJournal | None = None
     burst: int = 16
     unsealable: int = 0
 
@@ -110,9 +141,29 @@ class _MixIntake:
             if assembler is None:
                 self.unsealable += 1
                 continue
-            items = list(assembler.add(frame))
-            if items:
-                self.store.add_many(items)
+            self._add(sender, assembler, frame)
+        if self.journal is not None:
+            self.journal.commit(self.unsealable)
+
+    def _add(self, sender: int, assembler: FrameAssembler, frame: bytes) -> None:
+        frames, ended = assembler.frames_received, assembler.statement is not None
+        items = list(assembler.add(frame))
+        if items:
+            self.store.add_many(items)
+        if self.journal is None:
+            return
+        if assembler.frames_received > frames:
+            self.journal.note_data(sender, HEADER.unpack_from(frame)[6], len(items))
+        if not ended and assembler.statement is not None:
+            self.journal.note_end(sender, frame)
+
+    def restore(self, journal: MixJournal) -> None:
+        """Each peeler's assembler as it was when the journal was last committed."""
+        for sender, seq, count in journal.frames():
+            self.assemblers[sender].restore(seq, count)
+        for sender, frame in journal.ends():
+            list(self.assemblers[sender].add(frame))
+        self.unsealable = journal.unsealable
 
 
 async def run_mixer(
@@ -123,9 +174,12 @@ async def run_mixer(
     *,
     rng: RandomLike = None,
     scratch: str | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> HopResult:
     """Run the mixer of hop ``settings.hop_index`` for one round (module docstring); bucket
-    files under ``scratch`` (the system's temporary folder if None)."""
+    files under ``scratch`` (the system's temporary folder if None), or, with ``state_dir``,
+    the journal there (resumed if an earlier run left one; JournalError if it belongs to other
+    settings or is in use)."""
     if not isinstance(settings, HopSettings):
         raise InvalidParameterError(f"settings must be HopSettings, got {type(settings).__name__}")
     require_int("--hop-workers", workers, 2, MAX_WORKERS, bound=f"[2, {MAX_WORKERS}]")
@@ -139,19 +193,57 @@ async def run_mixer(
         for p in range(workers)
     }
     item_length = message_length(j + 1, settings.n_hops)
-    with BucketShuffle(
-        item_length=item_length,
-        buckets=bucket_count(settings.expected_size),
-        directory=scratch,
-        rng=source,
-    ) as store:
+    buckets = bucket_count(settings.expected_size)
+    journal: MixJournal | None = None
+    store: _Store
+    if state_dir is None:
+        store = BucketShuffle(
+            item_length=item_length, buckets=buckets, directory=scratch, rng=source
+        )
+    else:
+        require_journaling(transport)
+        identity = _journal_identity(settings, workers, private_key)
+        journal = await asyncio.to_thread(
+            MixJournal.open,
+            state_dir,
+            mix_journal_name(settings.stage, settings.prefix, settings.round_id),
+            identity,
+            item_length=item_length,
+            buckets=buckets,
+            rng=source,
+        )
+        store = journal
+    try:
         intake = _MixIntake(
             ingress=mix_topic(settings.prefix, settings.round_id, j),
             box=SealedBox(private_key),
             assemblers=assemblers,
             store=store,
+            journal=journal,
         )
+        if journal is not None:
+            await asyncio.to_thread(intake.restore, journal)
         return await _run_mixer(transport, settings, workers, intake, source)
+    finally:
+        store.close()
+
+
+def _journal_identity(
+    settings: HopSettings, workers: int, private_key: PrivateKey
+) -> dict[str, Any]:
+    """What the mixer's journal belongs to (refused under anything else)."""
+    return {
+        "stage": settings.stage,
+        "prefix": settings.prefix,
+        "round_id": settings.round_id,
+        "hop_index": settings.hop_index,
+        "n_hops": settings.n_hops,
+        "hop_workers": workers,
+        "expected_size": settings.expected_size,
+        "min_batch": settings.min_batch,
+        "key_id": JournalIdentity.key_id_of(bytes(private_key.public_key)),
+        "manifest": settings.manifest_digest.hex(),
+    }
 
 
 async def _await_peelers(
@@ -181,6 +273,8 @@ async def _run_mixer(
         for p in range(workers)
     }
     watch = _PeelerWatch(topics)
+    journal = intake.journal
+    decided = journal.closed if journal is not None else None
     async with Stage(
         transport,
         prefix=prefix,
@@ -195,26 +289,62 @@ async def _run_mixer(
         own = mixer_ready_stage(j)
         await publish_state(transport, prefix, round_id, own, "ready")
         try:
-            await _await_peelers(stage, settings, workers, watch)
-            started = await stage.announce_ready()
-            clock = CollectClock(
-                stage_index=j, deadline=settings.deadline, ready_at=started, first_arrival=None
-            )
-            timed_out = await stage.collect(intake, clock)
-            collected = time.monotonic()
-            log: dict[str, Any] = {
-                "stage": settings.stage,
-                "randomness": source.name,
-                "hop_workers": workers,
-                "timed_out": timed_out,
-                "collect_seconds": round(collected - started, 6),
-                "buckets": intake.store.buckets,
-            }
-            release = _account(settings, workers, intake, log)
+            if decided is None:
+                log, release = await _collect(stage, settings, workers, intake, watch, source)
+            else:  # accounted for before the restart: release the same batch again
+                log, release = dict(decided["log"]), _Release.from_json(decided["release"])
+                await stage.announce_ready()
+            if journal is not None:
+                log["journal"] = {
+                    "resumed_items": journal.resumed_items,
+                    "resumed_closed": decided is not None,
+                    "commits": journal.commits,
+                }
             await _forward(stage, settings, workers, intake, release, log)
+            if journal is not None:
+                await asyncio.to_thread(journal.remove)  # the hop's END is out
         finally:
             await clear_state(transport, prefix, round_id, own)
     return HopResult(log=log, refused=release.refused, stages={settings.stage: log})
+
+
+async def _collect(
+    stage: Stage,
+    settings: HopSettings,
+    workers: int,
+    intake: _MixIntake,
+    watch: _PeelerWatch,
+    source: RandomSource,
+) -> tuple[dict[str, Any], _Release]:
+    """Await the peelers' ready (not again after a restart that holds their frames: they may
+    be done and gone), collect, account for each peeler; with a journal, commit the decision."""
+    journal = intake.journal
+    if journal is None or not journal.peelers_ready:
+        await _await_peelers(stage, settings, workers, watch)
+        if journal is not None:
+            await asyncio.to_thread(journal.mark_peelers_ready)
+    started = await stage.announce_ready()
+    clock = CollectClock(
+        stage_index=settings.hop_index,
+        deadline=settings.deadline,
+        ready_at=started,
+        first_arrival=None,
+    )
+    timed_out = await stage.collect(intake, clock)
+    collected = time.monotonic()
+    log: dict[str, Any] = {
+        "stage": settings.stage,
+        "randomness": source.name,
+        "hop_workers": workers,
+        "timed_out": timed_out,
+        "collect_seconds": round(collected - started, 6),
+        "buckets": intake.store.buckets,
+    }
+    release = _account(settings, workers, intake, log)
+    if journal is not None:
+        decision = {"log": log, "release": release.to_json()}
+        await asyncio.to_thread(journal.close_round, decision)
+    return log, release
 
 
 @dataclass(slots=True)
@@ -224,6 +354,19 @@ class _Release:
     rejected: dict[str, int]
     upstream_end: str | None
     chain: tuple[str, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {**asdict(self), "chain": list(self.chain)}
+
+    @classmethod
+    def from_json(cls, value: dict[str, Any]) -> _Release:
+        return cls(
+            refused=value["refused"],
+            accepted=int(value["accepted"]),
+            rejected={str(k): int(v) for k, v in value["rejected"].items()},
+            upstream_end=value["upstream_end"],
+            chain=tuple(str(c) for c in value["chain"]),
+        )
 
 
 def _account(

@@ -36,6 +36,8 @@ from shuffledp.shuffler.hop import HopRound
 __all__ = ["ReceiptDesk"]
 
 INDEX_MASK = 0xFFFFFFFF
+ABSORB_CHUNK = 1 << 16
+"""Client ids read from the hop per step (the hop's log may hold many since the last look)."""
 
 
 class ReceiptDesk:
@@ -155,9 +157,15 @@ class ReceiptDesk:
         return bits
 
     def _absorb(self) -> None:
-        ids = self._hop.reported_since(self._position)
+        while self._absorb_some():
+            pass
+
+    def _absorb_some(self) -> bool:
+        """Read up to ABSORB_CHUNK new ids into the bitmaps (a bounded list, however far the
+        hop got since the last look); True if there may be more."""
+        ids = self._hop.reported_since(self._position, ABSORB_CHUNK)
         if not ids:
-            return
+            return False
         self._position += len(ids)
         array = np.asarray(ids, dtype=np.uint64)
         processes = (array >> np.uint64(32)).astype(np.int64)
@@ -165,6 +173,7 @@ class ReceiptDesk:
         for process in np.unique(processes):
             chosen = indices[processes == process]
             self._bits(int(process))[chosen[chosen < self._size]] = True
+        return True
 
     def _receipt(self, name: str) -> Receipt:
         process = self._process(name)

@@ -35,16 +35,24 @@ ready (what the upstream awaits). Nothing leaves the trust domain before the mix
 which starts only when every peeler has ended: the output order is independent of every
 arrival time the broker sees (docs/hop-workers.md proves it uniform).
 
-Crashes: no journal yet for W >= 2 (``--state-dir`` is refused): a peeler that dies leaves the
-mixer without its END, and the mixer refuses the round at its deadline naming that peeler; a
-mixer that dies leaves its downstream without an END, which names the hop. Nothing is lost
-silently.
+Crashes (``state_dir``, Mosquitto: manual acknowledgement over a persistent session, as a
+one-process hop). A peeler keeps the one-process hop's journal (:mod:`~shuffledp.protocol.
+journal`, its own file ``hop-I-pP-round-...``): each burst of inputs is on disk before it is
+acknowledged. Restarted with the same arguments, it replays the journal through the same checks
+(the same accepted messages in the same order, seen-set, counts and, at hop 0, the clients that
+reported and so the receipts), then sends its output again from frame 0: peeling is
+deterministic and frames are cut at fixed multiples of ``per_frame``, so every frame it sends
+again is the same signed frame, which the mixer drops by number (``duplicate-frame``). The
+journal is removed once the peeler is done. The mixer's own journal is shuffler/mix_journal.py.
+Without ``state_dir`` a peeler that dies leaves the mixer without its END, and the mixer
+refuses the round at its deadline naming that peeler.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +76,12 @@ from shuffledp.protocol.frames import (
     FrameSigner,
     encode_end,
 )
-from shuffledp.protocol.journal import feed_inputs
+from shuffledp.protocol.journal import HopJournal, JournalIdentity, feed_inputs, replay
 from shuffledp.protocol.onion import message_length
 from shuffledp.protocol.runtime import peel_pool
 from shuffledp.protocol.stage import CollectClock, Stage
 from shuffledp.protocol.topics import mix_topic, peeler_topic
-from shuffledp.protocol.transport import Transport
+from shuffledp.protocol.transport import Transport, require_journaling
 from shuffledp.shuffler.hop import HopRound
 from shuffledp.shuffler.receipts import ReceiptDesk
 from shuffledp.shuffler.service import FRAME_BURST, OFFER_CHUNK, HopResult, HopSettings
@@ -175,6 +183,7 @@ class _PeelIntake:
     ingress: str
     per_frame: int
     burst: int = OFFER_CHUNK  # as a one-process hop: client messages, or FRAME_BURST frames
+    journal: HopJournal | None = None
     frames: int = 0
     forwarded: int = 0
     pending: list[bytes] = field(default_factory=list)
@@ -188,7 +197,13 @@ class _PeelIntake:
         return {"accepted": self.hop.accepted, "rejected": sum(self.hop.rejected.values())}
 
     async def take(self, payloads: list[bytes]) -> None:
-        await asyncio.to_thread(feed_inputs, self.hop, self.assembler, payloads, mapper=self.mapper)
+        feeding = asyncio.to_thread(
+            feed_inputs, self.hop, self.assembler, payloads, mapper=self.mapper
+        )
+        if self.journal is None:
+            await feeding
+        else:  # on disk (the journal's writer thread) before Stage.collect acknowledges it
+            await asyncio.gather(feeding, asyncio.wrap_future(self.journal.submit_inputs(payloads)))
         self.pending.extend(self.hop.drain())
         await self.flush(final=False)
 
@@ -250,9 +265,12 @@ async def run_peeler(
     private_key: PrivateKey,
     *,
     verifier: ClientVerifier | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
 ) -> HopResult:
     """Run one peeler for one round (module docstring); its result (``refused`` is always
-    None: a peeler reports, the mixer decides)."""
+    None: a peeler reports, the mixer decides). ``state_dir``: journal there and resume from an
+    earlier run's journal (the transport must acknowledge manually over a persistent session;
+    JournalError if the journal is another stage's or in use)."""
     if not isinstance(settings, PeelerSettings):
         raise InvalidParameterError(
             f"settings must be PeelerSettings, got {type(settings).__name__}"
@@ -276,19 +294,53 @@ async def run_peeler(
         signing_key=hs.signing_key,
     )
     sealer = _Sealer(signer=signer, box=SealedBox(private_key.public_key), item_length=item_length)
-    async with peel_pool(settings.stage) as mapper:
-        intake = _PeelIntake(
-            settings=hs,
-            hop=hop,
-            assembler=settings.assembler(),
-            sealer=sealer,
-            transport=transport,
-            mapper=mapper,
-            ingress=settings.ingress,
-            per_frame=max(1, FRAME_BYTES // item_length),
-            burst=OFFER_CHUNK if hs.hop_index == 0 else FRAME_BURST,
-        )
-        return await _run_peeler(transport, settings, intake, signer)
+    journal = None
+    if state_dir is not None:
+        require_journaling(transport)
+        identity = _journal_identity(settings, hop, private_key)
+        journal = await asyncio.to_thread(HopJournal.open, state_dir, identity)
+    try:
+        async with peel_pool(settings.stage) as mapper:
+            intake = _PeelIntake(
+                settings=hs,
+                hop=hop,
+                assembler=settings.assembler(),
+                sealer=sealer,
+                transport=transport,
+                mapper=mapper,
+                ingress=settings.ingress,
+                per_frame=max(1, FRAME_BYTES // item_length),
+                burst=OFFER_CHUNK if hs.hop_index == 0 else FRAME_BURST,
+                journal=journal,
+            )
+            if journal is not None:
+                await asyncio.to_thread(
+                    replay, journal.contents, hop, intake.assembler, mapper=mapper
+                )
+                intake.pending.extend(hop.drain())  # sent again from frame 0 (_run_peeler)
+            return await _run_peeler(transport, settings, intake, signer)
+    finally:
+        if journal is not None:
+            journal.close()
+
+
+def _journal_identity(
+    settings: PeelerSettings, hop: HopRound, private_key: PrivateKey
+) -> JournalIdentity:
+    """What this peeler's journal belongs to (its own file: ``worker`` names the peeler)."""
+    hs = settings.hop
+    return JournalIdentity(
+        prefix=hs.prefix,
+        round_id=hs.round_id,
+        hop_index=hs.hop_index,
+        n_hops=hs.n_hops,
+        input_length=hop.input_length,
+        expected_size=hs.expected_size,
+        min_batch=1,
+        key_id=JournalIdentity.key_id_of(bytes(private_key.public_key)),
+        manifest_digest=hs.manifest_digest,
+        worker=settings.worker,
+    )
 
 
 async def _run_peeler(
@@ -305,6 +357,7 @@ async def _run_peeler(
             await stage.subscribe(desk.filter)
         await stage.subscribe(intake.ingress)
         await stage.await_downstream(hs.ready_timeout, who=f"{name}: its mixer {mixer}")
+        await intake.flush(final=False)  # what a journal's replay peeled (module docstring)
         started = await stage.announce_ready()
         clock = CollectClock(
             stage_index=hs.hop_index, deadline=hs.deadline, ready_at=started, first_arrival=None
@@ -314,6 +367,8 @@ async def _run_peeler(
         if desk is not None:
             desk.close()
         log = _peeler_log(settings, intake, timed_out)
+        if intake.journal is not None:
+            log["journal"] = {"resumed_inputs": intake.journal.contents.inputs}
         if desk is not None:
             log.update(desk.log())
         statement, chain = _peeler_statement(settings, intake, log)
@@ -329,6 +384,8 @@ async def _run_peeler(
             # Every client process of this peeler gets its final receipt before it is done.
             settled = await stage.serve(desk.settled, hs.linger)
             log.update(receipts_sent=desk.receipts_sent, receipts_settled=settled)
+        if intake.journal is not None:
+            await asyncio.to_thread(intake.journal.remove)  # its END is out: nothing to resume
         await stage.announce("done", log=log)
     return HopResult(log=log, refused=None, stages={name: log})
 

@@ -552,11 +552,6 @@ def _check_role(args: argparse.Namespace, manifest: Manifest) -> bool:
             f"--worker must be in [0, {workers - 1}] (the manifest's hop_workers), got "
             f"{args.worker}"
         )
-    if args.state_dir is not None:
-        raise InvalidParameterError(
-            "--state-dir is not available for a hop's peelers and mixer yet: a crash of one "
-            "refuses the round naming it (docs/hop-workers.md)"
-        )
     if len(args.brokers) > 1:
         raise InvalidParameterError(
             f"--role {args.role} takes one --broker, got {len(args.brokers)}: a hop of several "

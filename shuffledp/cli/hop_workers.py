@@ -48,6 +48,10 @@ def run_hop_worker(
     username, password = broker_credentials(args, identity)
     rng = default_source(args.seed)
 
+    # --state-dir: a journal, acknowledged manually over a persistent session (crash resume).
+    state_dir = args.state_dir
+    journaled = state_dir is not None
+
     async def main() -> int:
         async with MqttTransport(
             args.brokers[0],
@@ -56,13 +60,16 @@ def run_hop_worker(
             password=password,
             tls_ca=args.tls_ca,
             exclusive=True,
-            **session_options(args, identity, id_secret(username, password, key)),
+            manual_ack=journaled,
+            **session_options(
+                args, identity, id_secret(username, password, key), persistent=journaled
+            ),
         ) as t:
             if peeler:
                 own = PeelerSettings(hop=settings, workers=workers, worker=args.worker)
-                result = await run_peeler(t, own, key, verifier=verifier)
+                result = await run_peeler(t, own, key, verifier=verifier, state_dir=state_dir)
             else:
-                result = await run_mixer(t, settings, workers, key, rng=rng)
+                result = await run_mixer(t, settings, workers, key, rng=rng, state_dir=state_dir)
         return hop_exit_status(result)
 
     return run_component(args, main())

@@ -247,6 +247,14 @@ def _add_broker_arguments(p: argparse._ArgumentGroup) -> None:
         "broker that keeps sessions: Mosquitto (--broker auto picks it when installed)",
     )
     p.add_argument(
+        "--chaos-kill",
+        default="hop-0",
+        metavar="STAGE",
+        help="with --chaos: the process killed with SIGKILL at a quarter of what it takes and "
+        "restarted: hop-0 (default: the one-process hop 0, or its mixer with --hop-workers > 1) "
+        "or a peeler hop-0-pP (docs/faults.md)",
+    )
+    p.add_argument(
         "--keys",
         type=Path,
         metavar="DIR",
@@ -335,6 +343,7 @@ def _simulation_options(args: argparse.Namespace) -> SimulationOptions:
         hop_workers=args.hop_workers,
         keys=args.keys,
         chaos=args.chaos,
+        chaos_kill=args.chaos_kill,
         round_id=round_id,
         dataset=args.dataset,
         region=region,

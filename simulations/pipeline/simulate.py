@@ -149,6 +149,9 @@ class SimulationOptions:
     auth: bool = True
     keys: Path | None = None
     chaos: bool = False
+    #: The process --chaos kills with SIGKILL and restarts (``--chaos-kill``): ``hop-0`` (the
+    #: one-process hop 0, or its mixer with --hop-workers > 1) or a peeler ``hop-0-pP``.
+    chaos_kill: str = "hop-0"
     #: CA certificates (PEM) to verify an ``mqtts://`` broker with (``--tls-ca``); needs one.
     tls_ca: Path | None = None
     #: Publish a round with fewer reports than sent (``--accept-loss``; the report says so).
@@ -234,11 +237,21 @@ class SimulationOptions:
                 f"--client-processes must be >= --hop-workers = {self.hop_workers} (each "
                 f"peeler of hop 0 takes whole client processes), got {self.client_processes}"
             )
-        if self.hop_workers > 1 and (self.chaos or self.keys is not None):
+        if self.hop_workers > 1 and self.keys is not None:
+            raise InvalidParameterError("--hop-workers > 1 runs with fresh keys (no --keys)")
+        self._check_chaos_kill()
+
+    def _check_chaos_kill(self) -> None:
+        """``--chaos-kill``: hop 0 (its one process or its mixer) or one of its peelers."""
+        kill = self.chaos_kill
+        peelers = [f"hop-0-p{p}" for p in range(self.hop_workers)] if self.hop_workers > 1 else []
+        if kill not in ("hop-0", *peelers):
+            allowed = "hop-0" + (f" or hop-0-p0..hop-0-p{self.hop_workers - 1}" if peelers else "")
             raise InvalidParameterError(
-                "--hop-workers > 1 runs with fresh keys and without --chaos (a hop's peelers "
-                "and mixer keep no journal yet)"
+                f"--chaos-kill must be {allowed} (a peeler needs --hop-workers > 1), got {kill!r}"
             )
+        if kill != "hop-0" and not self.chaos:
+            raise InvalidParameterError(f"--chaos-kill {kill} needs --chaos")
 
     def _check_colluders(self) -> None:
         if self.n is not None:
@@ -537,8 +550,12 @@ class PipelineSession:
                 f"round {round_id}: {n} reports is below the minimum batch size {min_batch}; "
                 "the round is refused (nothing was sent or published)"
             )
-        faults: _RoundFaults = _Chaos(n, processes) if options.chaos else _RoundFaults()
         counts = [count for _, count in value_files]
+        faults: _RoundFaults = (
+            _Chaos(n, counts, kill=options.chaos_kill, workers=options.hop_workers)
+            if options.chaos
+            else _RoundFaults()
+        )
         if options.browser_clients:
             counts.append(options.browser_clients)
         manifest = self._write_manifest(workdir, round_id, counts, min_batch, deadline_seconds)
@@ -962,11 +979,16 @@ class _RoundFaults:
 class _Chaos(_RoundFaults):
     """`simulate --chaos`: hostile messages from every client process (10 % of n, rounded up,
     split over the processes; simulations/pipeline/chaos.py), sent slowly enough that hop 0 is
-    still collecting when the launcher kills it (SIGKILL) and restarts it from its journal."""
+    still collecting when the launcher kills it (SIGKILL) and restarts it from its journal:
+    hop 0's one process, its mixer, or one of its peelers (``--chaos-kill``)."""
 
-    def __init__(self, n: int, processes: int) -> None:
+    def __init__(self, n: int, sizes: list[int], *, kill: str = "hop-0", workers: int = 1) -> None:
+        processes = len(sizes)
         self.counts = [int(part.size) for part in np.array_split(np.arange(-(-n // 10)), processes)]
         self.n = n
+        self.sizes = sizes  # the clients of each client process
+        self.kill = kill
+        self.workers = workers
 
     def hop_args(self, plan: _RoundPlan) -> list[str]:
         # journaled, so that it can be killed and restarted
@@ -979,10 +1001,17 @@ class _Chaos(_RoundFaults):
         return ["--chaos", str(self.counts[index]), "--rate", repr(rate)]
 
     def fault(self, plan: _RoundPlan) -> _HopKill:
+        stage = self.kill
+        # A quarter of what the process takes: hop 0's (or its mixer's) batch, a peeler's share
+        # (its client processes' clients: client process j goes to peeler j mod W).
+        should = self.n
+        if stage != "hop-0":
+            worker = int(stage.rpartition("-p")[2])
+            should = sum(self.sizes[worker :: self.workers])
         return _HopKill(
-            stage="hop-0",
-            threshold=max(1, self.n // 4),
-            args=dict(plan.specs)["hop-0"],
+            stage=stage,
+            threshold=max(1, should // 4),
+            args=dict(plan.specs)[stage],
             workdir=plan.workdir,
         )
 

@@ -37,7 +37,6 @@ def test_one_process_hops_take_no_role() -> None:
         ({"role": "mixer", "worker": 0}, "--worker P goes with --role peeler"),
         ({"role": "peeler"}, "--worker P goes with --role peeler"),
         ({"role": "peeler", "worker": 2}, r"--worker must be in \[0, 1\]"),
-        ({"role": "mixer", "state_dir": Path("s")}, "--state-dir is not available"),
         (
             {"role": "mixer", "brokers": ["mqtt://a:1", "mqtt://b:1"]},
             "--role mixer takes one --broker, got 2",
@@ -55,3 +54,6 @@ def test_a_peeler_and_the_mixer_of_a_two_worker_hop_start() -> None:
     manifest = make_manifest(hop_workers=2)
     assert _check_role(_args(role="peeler", worker=1), manifest) is True
     assert _check_role(_args(role="mixer"), manifest) is True
+    # --state-dir: journal and crash resume (docs/hop-workers.md, "Crashes")
+    assert _check_role(_args(role="mixer", state_dir=Path("s")), manifest) is True
+    assert _check_role(_args(role="peeler", worker=0, state_dir=Path("s")), manifest) is True

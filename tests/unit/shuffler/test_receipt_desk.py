@@ -115,3 +115,52 @@ def test_a_ledger_spills_reports_to_fixed_slots_in_any_order() -> None:
         ledger.record(0, [b"xyz"])
     ledger.close()
     assert ledger.missing_messages() == []  # the spilled file is gone
+
+
+def _in_order(got: dict[str, list[Receipt]]) -> list[Receipt]:
+    return [r for name in sorted(got) for r in got[name]]
+
+
+async def _receipts_with(
+    seen_in_memory: int, batches: list[list[tuple[int, int]]]
+) -> list[Receipt]:
+    """The receipts clients-0 and clients-1 get while hop 0 takes ``batches`` (a claim and a
+    tick after each), then the final ones."""
+    broker = MemoryBroker()
+    transport, spy = broker.connect(), broker.connect()
+    await spy.subscribe(f"{PREFIX}/round/{ROUND}/receipt/+")
+    hop = hop0(expected_size=40, seen_in_memory=seen_in_memory)
+    desk = ReceiptDesk(
+        transport, prefix=PREFIX, round_id=ROUND, hop=hop, roster=ROSTER, expected_size=40
+    )
+    out: list[Receipt] = []
+    for seq, batch in enumerate(batches, start=1):
+        hop.offer_many(reports(batch, seed=seq))
+        desk.note(claim("clients-0", seq))
+        desk.note(claim("clients-1", seq))
+        await desk.tick()
+        out += _in_order(receipts(spy))
+    desk.close()
+    await desk.tick()
+    out += _in_order(receipts(spy))
+    return out
+
+
+@pytest.mark.asyncio
+async def test_receipts_are_the_same_when_the_log_of_who_reported_spills_to_disk() -> None:
+    """seen_in_memory=3: hop 0's log of client ids (and its seen-sets) spill to disk every third
+    entry, many times over; every receipt, bit for bit, is the one an unbounded log gives."""
+    batches = [
+        [(0, 0), (1, 4), (0, 2), (0, 9), (1, 0)],
+        [(1, 1), (0, 2), (0, 3)],  # (0, 2) reports again: refused, not confirmed twice
+        [(0, 5), (1, 9), (1, 2), (0, 7), (1, 3), (0, 8), (1, 8)],
+    ]
+    spilled = await _receipts_with(3, batches)
+    in_memory = await _receipts_with(1 << 18, batches)
+    assert spilled == in_memory
+    final = {r.process: r for r in spilled if r.closed}
+    bits = {
+        p: np.unpackbits(np.frombuffer(r.bitmap, dtype=np.uint8))[:10] for p, r in final.items()
+    }
+    assert np.flatnonzero(bits[0]).tolist() == [0, 2, 3, 5, 7, 8, 9]
+    assert np.flatnonzero(bits[1]).tolist() == [0, 1, 2, 3, 4, 8, 9]
