@@ -259,6 +259,23 @@ class PeelerSettings:
         )
 
 
+def _peeler_round(
+    settings: PeelerSettings, private_key: PrivateKey, verifier: ClientVerifier | None
+) -> HopRound:
+    """The peeler's checks and peeling (a HopRound that never refuses: the mixer decides)."""
+    hs = settings.hop
+    return HopRound(
+        hop_index=hs.hop_index,
+        n_hops=hs.n_hops,
+        round_id=hs.round_id,
+        private_key=private_key,
+        expected_size=hs.expected_size,
+        min_batch=1,
+        verifier=verifier,
+        client_share=(settings.workers, settings.worker) if verifier is not None else None,
+    )
+
+
 async def run_peeler(
     transport: Transport,
     settings: PeelerSettings,
@@ -276,16 +293,7 @@ async def run_peeler(
             f"settings must be PeelerSettings, got {type(settings).__name__}"
         )
     hs = settings.hop
-    hop = HopRound(
-        hop_index=hs.hop_index,
-        n_hops=hs.n_hops,
-        round_id=hs.round_id,
-        private_key=private_key,
-        expected_size=hs.expected_size,
-        min_batch=1,
-        verifier=verifier,
-        client_share=(settings.workers, settings.worker) if verifier is not None else None,
-    )
+    hop = _peeler_round(settings, private_key, verifier)
     item_length = message_length(hs.hop_index + 1, hs.n_hops)
     signer = FrameSigner(
         manifest_digest=hs.manifest_digest,
